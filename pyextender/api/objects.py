@@ -1,0 +1,184 @@
+"""Light, typed views of the Pod and Node JSON the API server sends.
+
+The cache keeps only these (not full objects) so that 50,000 pods fit in the
+memory budget. Built from plain dicts decoded by msgspec/json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyextender.api import names
+from pyextender.api.resources import PYEXTENDER_GPU_MILLI, parse_resource_list
+
+
+class ObjectError(ValueError):
+    """A Pod or Node document that does not have the shape we need."""
+
+
+def _mapping(obj: Any, what: str) -> Mapping[str, Any]:
+    if obj is None:
+        return {}
+    if not isinstance(obj, Mapping):
+        raise ObjectError(f"{what} must be an object, got {type(obj).__name__}")
+    return obj
+
+
+def _str_map(obj: Any, what: str) -> dict[str, str]:
+    raw = _mapping(obj, what)
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _add(total: dict[str, int], part: Mapping[str, int]) -> None:
+    for key, value in part.items():
+        total[key] = total.get(key, 0) + value
+
+
+def _max_into(total: dict[str, int], part: Mapping[str, int]) -> None:
+    for key, value in part.items():
+        if value > total.get(key, 0):
+            total[key] = value
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """Effective pod request, as kube-scheduler computes it.
+
+    sum(containers) + sum(restartable init containers), then the maximum with
+    each ordinary init container (plus the sidecars started before it), plus
+    pod overhead. Units as in pyextender.api.resources.
+    """
+    containers = spec.get("containers") or []
+    total: dict[str, int] = {}
+    for c in containers:
+        _add(total, parse_resource_list(_mapping(c.get("resources"), "resources").get("requests")))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for c in spec.get("initContainers") or []:
+        req = parse_resource_list(_mapping(c.get("resources"), "resources").get("requests"))
+        if c.get("restartPolicy") == "Always":
+            _add(sidecars, req)
+            continue
+        with_sidecars = dict(sidecars)
+        _add(with_sidecars, req)
+        _max_into(init_peak, with_sidecars)
+    _add(total, sidecars)
+    _max_into(total, init_peak)
+    _add(total, parse_resource_list(spec.get("overhead")))
+    return total
+
+
+@dataclass(slots=True)
+class PodInfo:
+    """What the scheduler needs to know about one pod."""
+
+    namespace: str
+    name: str
+    uid: str
+    scheduler_name: str
+    node_name: str
+    phase: str
+    requests: dict[str, int]
+    priority: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    gates: tuple[str, ...] = ()
+    deleting: bool = False
+    resource_version: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def group_name(self) -> str:
+        return self.annotations.get(names.GROUP_NAME_ANNOTATION, "")
+
+    @property
+    def terminated(self) -> bool:
+        """Succeeded/Failed pods hold no resources."""
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def gpu_milli(self) -> int:
+        """Per-GPU share in milli-GPU for sharing pods, 0 when not sharing."""
+        raw = self.annotations.get(PYEXTENDER_GPU_MILLI) or ""
+        if raw.isdigit():
+            return int(raw)
+        return 0
+
+
+def pod_from_dict(obj: Mapping[str, Any]) -> PodInfo:
+    """Build a PodInfo from a Pod JSON document. Raises ObjectError on bad shape."""
+    if not isinstance(obj, Mapping):
+        raise ObjectError("pod must be a JSON object")
+    meta = _mapping(obj.get("metadata"), "metadata")
+    spec = _mapping(obj.get("spec"), "spec")
+    status = _mapping(obj.get("status"), "status")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ObjectError("pod metadata.name is missing")
+    try:
+        requests = pod_requests(spec)
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ObjectError(f"pod {name}: {exc}") from exc
+    gates = tuple(
+        str(g.get("name", "")) for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)
+    )
+    priority = spec.get("priority")
+    return PodInfo(
+        namespace=str(meta.get("namespace") or "default"),
+        name=name,
+        uid=str(meta.get("uid") or ""),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        node_name=str(spec.get("nodeName") or ""),
+        phase=str(status.get("phase") or "Pending"),
+        requests=requests,
+        priority=priority if isinstance(priority, int) else 0,
+        labels=_str_map(meta.get("labels"), "labels"),
+        annotations=_str_map(meta.get("annotations"), "annotations"),
+        gates=gates,
+        deleting=meta.get("deletionTimestamp") is not None,
+        resource_version=str(meta.get("resourceVersion") or ""),
+    )
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    """What the scheduler needs to know about one node."""
+
+    name: str
+    allocatable: dict[str, int]
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    ready: bool = True
+
+
+def node_from_dict(obj: Mapping[str, Any]) -> NodeInfo:
+    """Build a NodeInfo from a Node JSON document. Raises ObjectError on bad shape."""
+    if not isinstance(obj, Mapping):
+        raise ObjectError("node must be a JSON object")
+    meta = _mapping(obj.get("metadata"), "metadata")
+    spec = _mapping(obj.get("spec"), "spec")
+    status = _mapping(obj.get("status"), "status")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ObjectError("node metadata.name is missing")
+    try:
+        alloc = parse_resource_list(status.get("allocatable") or status.get("capacity"))
+    except ValueError as exc:
+        raise ObjectError(f"node {name}: {exc}") from exc
+    ready = True
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    return NodeInfo(
+        name=name,
+        allocatable=alloc,
+        labels=_str_map(meta.get("labels"), "labels"),
+        annotations=_str_map(meta.get("annotations"), "annotations"),
+        unschedulable=bool(spec.get("unschedulable", False)),
+        ready=ready,
+    )

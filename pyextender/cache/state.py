@@ -1,0 +1,197 @@
+"""Cluster state as numpy arrays: one row per node, one column per resource.
+
+Mutated only from one thread (the sidecar's event loop, or the simulator's
+loop), so readers on that thread see a consistent view without locks. Rows
+are never reordered: a removed node's row is marked invalid and reused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pyextender.api.objects import NodeInfo, PodInfo
+from pyextender.api.resources import CORE_RESOURCES, PODS, is_tracked
+from pyextender.cache.gpu import GpuState
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(slots=True)
+class PodRecord:
+    """A pod that holds resources on a node (bound, or assumed by a bind in flight)."""
+
+    pod: PodInfo
+    node: int
+    vector: IntArray
+    assumed: bool
+
+
+class ClusterState:
+    """Allocatable and used amounts per node, plus the pods that use them."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.resources: list[str] = list(CORE_RESOURCES)
+        self.column: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
+        self.node_names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.nodes: list[NodeInfo | None] = []
+        self._free_rows: list[int] = []
+        cap = max(capacity, 1)
+        self.alloc: IntArray = np.zeros((cap, len(self.resources)), dtype=np.int64)
+        self.used: IntArray = np.zeros((cap, len(self.resources)), dtype=np.int64)
+        # schedulable: row holds a live, Ready, not cordoned node
+        self.schedulable: BoolArray = np.zeros(cap, dtype=np.bool_)
+        self.live: BoolArray = np.zeros(cap, dtype=np.bool_)
+        self.pods: dict[str, PodRecord] = {}
+        self.gpu = GpuState(cap)
+        self.generation = 0  # bumped on every change; lets callers cache derived data
+
+    # -- shape -------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Number of rows in use (live or reusable)."""
+        return len(self.node_names)
+
+    def _ensure_rows(self, rows: int) -> None:
+        cap = self.alloc.shape[0]
+        if rows <= cap:
+            return
+        new_cap = max(rows, cap * 2)
+        for attr in ("alloc", "used"):
+            old = getattr(self, attr)
+            grown = np.zeros((new_cap, old.shape[1]), dtype=np.int64)
+            grown[:cap] = old
+            setattr(self, attr, grown)
+        for attr in ("schedulable", "live"):
+            old_b = getattr(self, attr)
+            grown_b = np.zeros(new_cap, dtype=np.bool_)
+            grown_b[:cap] = old_b
+            setattr(self, attr, grown_b)
+        self.gpu.grow(new_cap)
+
+    def column_of(self, resource: str) -> int:
+        """Column of a resource, adding one for a newly seen extended resource."""
+        col = self.column.get(resource)
+        if col is not None:
+            return col
+        self.resources.append(resource)
+        col = len(self.resources) - 1
+        self.column[resource] = col
+        pad = np.zeros((self.alloc.shape[0], 1), dtype=np.int64)
+        self.alloc = np.hstack([self.alloc, pad])
+        self.used = np.hstack([self.used, pad.copy()])
+        for rec in self.pods.values():
+            rec.vector = np.append(rec.vector, 0)
+        return col
+
+    def vector(self, requests: dict[str, int]) -> IntArray:
+        """Request vector over the columns; a pod always asks for one pod slot."""
+        for name in requests:
+            if is_tracked(name):
+                self.column_of(name)
+        vec = np.zeros(len(self.resources), dtype=np.int64)
+        for name, value in requests.items():
+            col = self.column.get(name)
+            if col is not None:
+                vec[col] = value
+        vec[self.column[PODS]] = 1
+        return vec
+
+    # -- nodes -------------------------------------------------------------
+    def set_node(self, node: NodeInfo) -> list[str]:
+        """Add or update a node. Returns warnings (e.g. a bad GPU annotation)."""
+        for name in node.allocatable:
+            if is_tracked(name):
+                self.column_of(name)
+        row = self.index.get(node.name)
+        if row is None:
+            if self._free_rows:
+                row = self._free_rows.pop()
+                self.node_names[row] = node.name
+                self.nodes[row] = node
+            else:
+                row = len(self.node_names)
+                self._ensure_rows(row + 1)
+                self.node_names.append(node.name)
+                self.nodes.append(node)
+            self.index[node.name] = row
+        self.nodes[row] = node
+        self.alloc[row, :] = 0
+        for name, value in node.allocatable.items():
+            col = self.column.get(name)
+            if col is not None:
+                self.alloc[row, col] = value
+        self.live[row] = True
+        self.schedulable[row] = node.ready and not node.unschedulable
+        self.generation += 1
+        return self.gpu.set_node(row, node)
+
+    def remove_node(self, name: str) -> None:
+        row = self.index.pop(name, None)
+        if row is None:
+            return
+        self.live[row] = False
+        self.schedulable[row] = False
+        self.alloc[row, :] = 0
+        self.used[row, :] = 0
+        self.nodes[row] = None
+        self.gpu.clear_node(row)
+        self._free_rows.append(row)
+        for uid, rec in list(self.pods.items()):
+            if rec.node == row:
+                del self.pods[uid]
+        self.generation += 1
+
+    # -- pods --------------------------------------------------------------
+    def add_pod(self, pod: PodInfo, node_name: str, assumed: bool = False) -> bool:
+        """Count a pod on a node (idempotent per uid). False if the node is unknown."""
+        row = self.index.get(node_name)
+        if row is None:
+            return False
+        old = self.pods.get(pod.uid)
+        if old is not None:
+            if old.node == row:
+                old.pod = pod
+                old.assumed = old.assumed and assumed
+                return True
+            self.remove_pod(pod.uid)
+        vec = self.vector(pod.requests)
+        self.used[row] += vec
+        self.pods[pod.uid] = PodRecord(pod=pod, node=row, vector=vec, assumed=assumed)
+        self.gpu.add_pod(row, pod)
+        self.generation += 1
+        return True
+
+    def remove_pod(self, uid: str) -> PodRecord | None:
+        rec = self.pods.pop(uid, None)
+        if rec is None:
+            return None
+        if self.live[rec.node]:
+            self.used[rec.node] -= rec.vector
+            self.gpu.remove_pod(rec.node, rec.pod)
+        self.generation += 1
+        return rec
+
+    def free(self, rows: IntArray) -> IntArray:
+        """Free amounts (allocatable - used) for the given rows."""
+        return self.alloc[rows] - self.used[rows]
+
+    def rows_of(self, names: list[str]) -> tuple[IntArray, list[str]]:
+        """Rows of the named nodes, and the names we do not know."""
+        index = self.index
+        rows: list[int] = []
+        unknown: list[str] = []
+        for n in names:
+            r = index.get(n)
+            if r is None:
+                unknown.append(n)
+            else:
+                rows.append(r)
+        return np.asarray(rows, dtype=np.int64), unknown
+
+    def live_rows(self) -> IntArray:
+        return np.flatnonzero(self.live[: self.size]).astype(np.int64)
