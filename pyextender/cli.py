@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 def build_parser() -> argparse.ArgumentParser:
     from pyextender.server import serve_cli
+    from pyextender.simulate import cli as simulate_cli
 
     parser = argparse.ArgumentParser(
         prog="pyextender",
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     serve_cli.register(sub)
+    simulate_cli.register(sub)
     return parser
 
 

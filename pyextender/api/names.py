@@ -25,3 +25,21 @@ SUPERNODE_LABEL = "pyextender.io/supernode"
 
 GPU_MODEL_LABEL = "nvidia.com/gpu.product"
 """Node label with the GPU model, as NVIDIA's GPU feature discovery sets it."""
+
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+"""Node label with memory per GPU in MiB, as NVIDIA's GPU feature discovery sets it."""
+
+GPU_GROUP_SIZE_ANNOTATIONS: tuple[str, ...] = (
+    "pyextender.io/gpu-group-size",
+    "metax-tech.com/gpu-group-size",
+)
+"""Pod annotations: GPUs per model-parallel unit (G), ours first."""
+
+ATOMIC_GPU_GROUP_SIZE_ANNOTATIONS: tuple[str, ...] = (
+    "pyextender.io/atomic-gpu-group-size",
+    "metax-tech.com/atomic-gpu-group-size",
+)
+"""Pod annotations: GPUs per atomic sub-unit (A) that must share one supernode."""
+
+GANG_SIZE_ANNOTATION = "pyextender.io/gang-size"
+"""Pod annotation: pods in the gang (the PodGroup's minMember), for supernode planning."""

@@ -33,8 +33,8 @@ def is_tracked(name: str) -> bool:
         return True
     if name in (VOLCANO_GPU_MEMORY, VOLCANO_GPU_NUMBER, PYEXTENDER_GPU_MILLI):
         return False
-    return "/" in name and not name.startswith("kubernetes.io/") and not name.startswith(
-        "requests."
+    return (
+        "/" in name and not name.startswith("kubernetes.io/") and not name.startswith("requests.")
     )
 
 

@@ -1,8 +1,13 @@
-"""Per-GPU state of every node: how many GPUs, and free milli-GPU on each.
+"""Per-GPU state of every node as numpy arrays (row i matches ClusterState row i).
 
-Row i matches ClusterState row i. Whole-GPU pods (``nvidia.com/gpu: k``) take
-k GPUs; the indices come from the pod's ``pyextender.io/gpu-index``
-annotation when we bound it, otherwise the lowest fully free GPUs.
+What a node has comes from the ``pyextender.io/gpu-topology`` annotation
+(pyextender.api.gpu), or, without it, from ``nvidia.com/gpu`` allocatable and
+the GPU feature discovery labels (one flat domain). A bad annotation never
+raises: that node's GPUs become unusable and ``set_node`` returns a warning.
+
+Pods take GPUs at the indices in their ``pyextender.io/gpu-index`` annotation
+(written at bind); without it, whole-GPU pods take the lowest fully free GPUs
+and sharing pods the best-fitting GPU.
 """
 
 from __future__ import annotations
@@ -10,20 +15,32 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from pyextender.api.names import GPU_INDEX_ANNOTATION
+from pyextender.api import names
+from pyextender.api.gpu import (
+    MILLI,
+    GpuTopology,
+    GpuTopologyError,
+    flat_topology,
+    gpu_demand,
+    parse_gpu_topology,
+)
 from pyextender.api.objects import NodeInfo, PodInfo
-from pyextender.api.resources import GPU
+from pyextender.api.resources import CPU, GPU
+from pyextender.cache.task_classes import LearnedClasses, TaskClass, TaskClasses
 
 MAX_GPUS = 16
 """GPUs per node we model (wider nodes are capped)."""
 
-MILLI = 1000
-"""milli-GPU in one whole GPU."""
+MAX_TIERS = 4
+"""Supernode tiers we model; column t holds the tier-(t+1) domain id, -1 = none."""
+
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
 
 
 def gpu_indices(pod: PodInfo) -> tuple[int, ...]:
     """GPU indices recorded on a pod at bind, or () when none/invalid."""
-    raw = pod.annotations.get(GPU_INDEX_ANNOTATION, "")
+    raw = pod.annotations.get(names.GPU_INDEX_ANNOTATION, "")
     out: list[int] = []
     for part in raw.split(","):
         part = part.strip()
@@ -33,62 +50,251 @@ def gpu_indices(pod: PodInfo) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _label_int(node: NodeInfo, key: str) -> int:
+    raw = node.labels.get(key, "")
+    return int(raw) if raw.isdigit() else 0
+
+
 class GpuState:
-    """numpy arrays over nodes × GPUs."""
+    """numpy arrays over nodes × GPUs, plus interned names (models, layouts, supernodes)."""
 
     def __init__(self, capacity: int) -> None:
-        self.count: npt.NDArray[np.int32] = np.zeros(capacity, dtype=np.int32)
-        # free milli-GPU per GPU; GPUs beyond count are 0
-        self.free_milli: npt.NDArray[np.int32] = np.zeros((capacity, MAX_GPUS), dtype=np.int32)
-        self.placed: dict[str, tuple[int, tuple[int, ...], int]] = {}
+        cap = max(capacity, 1)
+        self.count: I32 = np.zeros(cap, dtype=np.int32)
+        self.usable = np.zeros(cap, dtype=np.bool_)
+        # free milli-GPU per GPU (0 beyond count and on unusable nodes)
+        self.free_milli: I32 = np.zeros((cap, MAX_GPUS), dtype=np.int32)
+        # milli-GPU taken by pods, per GPU (may exceed MILLI for pods bound by others)
+        self.used_milli: I32 = np.zeros((cap, MAX_GPUS), dtype=np.int32)
+        self.free_mask: I64 = np.zeros(cap, dtype=np.int64)
+        """bit j set when GPU j is wholly free"""
+        self.model: I32 = np.full(cap, -1, dtype=np.int32)
+        self.memory_mib: I32 = np.zeros(cap, dtype=np.int32)
+        self.nvlink: I32 = np.zeros((cap, MAX_GPUS), dtype=np.int32)
+        self.pcie: I32 = np.zeros((cap, MAX_GPUS), dtype=np.int32)
+        self.numa: I32 = np.zeros((cap, MAX_GPUS), dtype=np.int32)
+        self.layout: I32 = np.zeros(cap, dtype=np.int32)
+        self.tiers: I32 = np.full((cap, MAX_TIERS), -1, dtype=np.int32)
+        self.row_version: I64 = np.zeros(cap, dtype=np.int64)
+        """bumped whenever a row's GPUs or pods change (lets plugins cache per row)"""
 
+        self.models: list[str] = []
+        self._model_ids: dict[str, int] = {}
+        # layout = (count, NVLink domain per GPU renumbered 0..): nodes of one layout
+        # share topology-kernel work
+        self.layouts: list[tuple[int, tuple[int, ...]]] = []
+        self._layout_ids: dict[tuple[int, tuple[int, ...]], int] = {}
+        self.layout_count: I32 = np.zeros(0, dtype=np.int32)
+        self.layout_domain: I32 = np.zeros((0, MAX_GPUS), dtype=np.int32)
+        self.supernodes: list[str] = []
+        self._supernode_ids: dict[str, int] = {}
+        self._topology: dict[int, GpuTopology | None] = {}
+        self._hypernode_rows: set[int] = set()
+        self._row_pods: dict[int, dict[str, tuple[tuple[int, ...], int]]] = {}
+        self.placed: dict[str, int] = {}
+        """pod uid -> row"""
+        self.learned = LearnedClasses()
+        self.fixed_classes: TaskClasses | None = None
+
+    # -- shape ---------------------------------------------------------------
     def grow(self, capacity: int) -> None:
         old = self.count.shape[0]
         if capacity <= old:
             return
-        count = np.zeros(capacity, dtype=np.int32)
-        count[:old] = self.count
-        free = np.zeros((capacity, MAX_GPUS), dtype=np.int32)
-        free[:old] = self.free_milli
-        self.count, self.free_milli = count, free
+        for attr in (
+            "count", "usable", "free_milli", "used_milli", "free_mask", "model",
+            "memory_mib", "nvlink", "pcie", "numa", "layout", "tiers", "row_version",
+        ):  # fmt: skip
+            arr = getattr(self, attr)
+            fill = -1 if attr in ("model", "tiers") else 0
+            grown = np.full((capacity, *arr.shape[1:]), fill, dtype=arr.dtype)
+            grown[:old] = arr
+            setattr(self, attr, grown)
+
+    # -- workload model --------------------------------------------------------
+    def classes(self) -> TaskClasses:
+        """Task classes for fragmentation: fixed (simulator, config) or learned online."""
+        if self.fixed_classes is not None:
+            return self.fixed_classes
+        return self.learned.classes()
+
+    def model_id(self, model: str) -> int:
+        """Interned id of a GPU model name (bit position in TaskClass.model_mask)."""
+        mid = self._model_ids.get(model)
+        if mid is None:
+            mid = len(self.models)
+            self.models.append(model)
+            self._model_ids[model] = mid
+        return mid
+
+    # -- supernodes ------------------------------------------------------------
+    def supernode_id(self, name: str) -> int:
+        sid = self._supernode_ids.get(name)
+        if sid is None:
+            sid = len(self.supernodes)
+            self.supernodes.append(name)
+            self._supernode_ids[name] = sid
+        return sid
+
+    def set_tiers(self, row: int, domains: list[str]) -> None:
+        """Supernode domains of a node, tier 1 first (HyperNode assignment uses this)."""
+        self._hypernode_rows.add(row)
+        self.tiers[row, :] = -1
+        for t, name in enumerate(domains[:MAX_TIERS]):
+            self.tiers[row, t] = self.supernode_id(f"{t + 1}/{name}")
+        self.row_version[row] += 1
+
+    @property
+    def supernode(self) -> I32:
+        """Tier-1 supernode id per row, -1 when the node is in none."""
+        col: I32 = self.tiers[:, 0]
+        return col
+
+    # -- nodes -----------------------------------------------------------------
+    def _layout_of(self, topo: GpuTopology) -> int:
+        renumber: dict[int, int] = {}
+        domains = tuple(renumber.setdefault(d, len(renumber)) for d in topo.nvlink_domain)
+        key = (topo.count, domains)
+        lid = self._layout_ids.get(key)
+        if lid is None:
+            lid = len(self.layouts)
+            self.layouts.append(key)
+            self._layout_ids[key] = lid
+            row = np.zeros((1, MAX_GPUS), dtype=np.int32)
+            row[0, : topo.count] = domains
+            self.layout_domain = np.vstack([self.layout_domain, row])
+            self.layout_count = np.append(self.layout_count, np.int32(topo.count))
+        return lid
 
     def set_node(self, row: int, node: NodeInfo) -> list[str]:
-        n = min(node.allocatable.get(GPU, 0), MAX_GPUS)
-        if self.count[row] != n:
-            self.count[row] = n
-            self.free_milli[row, :] = 0
-            self.free_milli[row, :n] = MILLI
-            for r, gpus, milli in self.placed.values():
-                if r == row:
-                    for g in gpus:
-                        if g < n:
-                            self.free_milli[row, g] -= milli
-        return []
+        """(Re)read a node's GPUs. Returns warnings; never raises."""
+        warnings: list[str] = []
+        allocatable = node.allocatable.get(GPU, 0)
+        raw = node.annotations.get(names.GPU_TOPOLOGY_ANNOTATION)
+        topo: GpuTopology | None
+        if raw is None:
+            count = min(allocatable, MAX_GPUS)
+            model = node.labels.get(names.GPU_MODEL_LABEL, "")
+            topo = flat_topology(count, model, _label_int(node, names.GPU_MEMORY_LABEL))
+            if count == 0:
+                topo = None
+        else:
+            try:
+                topo = parse_gpu_topology(raw)
+                if allocatable and allocatable != topo.count:
+                    raise GpuTopologyError(
+                        "count", f"is {topo.count} but allocatable {GPU} is {allocatable}"
+                    )
+            except GpuTopologyError as exc:
+                warnings.append(
+                    f"node {node.name}: annotation {names.GPU_TOPOLOGY_ANNOTATION}: {exc}; "
+                    "its GPUs are unusable until it is fixed"
+                )
+                topo = None
+        if row not in self._hypernode_rows:
+            # the label is the fallback; HyperNode membership (set_tiers) wins
+            sn = node.labels.get(names.SUPERNODE_LABEL, "")
+            tier1 = self.supernode_id(f"1/{sn}") if sn else -1
+            if self.tiers[row, 0] != tier1:
+                self.tiers[row, 0] = tier1
+                self.row_version[row] += 1
+        if row in self._topology and self._topology[row] == topo and (
+            bool(self.usable[row]) == (topo is not None)
+        ):
+            return warnings
+        self._topology[row] = topo
+        if topo is None:
+            self.count[row] = min(allocatable, MAX_GPUS)
+            self.usable[row] = False
+            self.model[row] = -1
+            self.memory_mib[row] = 0
+            self.nvlink[row] = self.pcie[row] = self.numa[row] = 0
+            self.layout[row] = self._layout_of(flat_topology(int(self.count[row])))
+        else:
+            self.count[row] = topo.count
+            self.usable[row] = True
+            self.model[row] = self.model_id(topo.model) if topo.model else -1
+            self.memory_mib[row] = topo.memory_mib
+            for arr, values in (
+                (self.nvlink, topo.nvlink_domain),
+                (self.pcie, topo.pcie_switch),
+                (self.numa, topo.numa_node),
+            ):
+                arr[row, :] = 0
+                arr[row, : topo.count] = values
+            self.layout[row] = self._layout_of(topo)
+        self._refresh(row)
+        return warnings
 
     def clear_node(self, row: int) -> None:
+        for uid in self._row_pods.pop(row, {}):
+            self.placed.pop(uid, None)
+        self._topology.pop(row, None)
+        self._hypernode_rows.discard(row)
         self.count[row] = 0
-        self.free_milli[row, :] = 0
-        for uid in [u for u, (r, _, _) in self.placed.items() if r == row]:
-            del self.placed[uid]
+        self.usable[row] = False
+        self.model[row] = -1
+        self.memory_mib[row] = 0
+        self.tiers[row, :] = -1
+        self.used_milli[row, :] = 0
+        self._refresh(row)
+
+    def _refresh(self, row: int) -> None:
+        """Recompute free milli and the free bitmask of one row from its pods."""
+        n = int(self.count[row]) if self.usable[row] else 0
+        cap = np.zeros(MAX_GPUS, dtype=np.int32)
+        cap[:n] = MILLI
+        free = np.maximum(cap - self.used_milli[row], 0).astype(np.int32)
+        self.free_milli[row] = free
+        bits = np.flatnonzero(free >= MILLI)
+        self.free_mask[row] = int(np.sum(np.left_shift(1, bits, dtype=np.int64)))
+        self.row_version[row] += 1
+
+    # -- pods ------------------------------------------------------------------
+    def demand_milli(self, row: int, pod: PodInfo) -> tuple[int, int]:
+        """(GPU count, milli per GPU) of a pod on this row; (0, 0) for no GPUs."""
+        demand = gpu_demand(pod)
+        if demand.none:
+            return 0, 0
+        return demand.count, demand.milli_on(int(self.memory_mib[row]))
 
     def add_pod(self, row: int, pod: PodInfo) -> None:
-        whole = pod.requests.get(GPU, 0)
-        share = pod.gpu_milli
-        if whole <= 0 and share <= 0:
+        if pod.uid in self.placed:
             return
-        want, milli = (whole, MILLI) if whole > 0 else (1, share)
-        gpus = gpu_indices(pod)
+        want, milli = self.demand_milli(row, pod)
+        if self.fixed_classes is None:
+            # learn the workload from the pods placed (bound pods replayed at start-up too)
+            self.learned.observe(TaskClass(pod.requests.get(CPU, 0), min(milli, MILLI), want))
+        if want <= 0:
+            return
+        n = int(self.count[row])
+        gpus = tuple(g for g in gpu_indices(pod) if g < n)
         if len(gpus) != want:
-            free = self.free_milli[row, : self.count[row]]
-            gpus = tuple(int(g) for g in np.flatnonzero(free >= milli)[:want])
+            free = self.free_milli[row, :n]
+            if milli >= MILLI:
+                gpus = tuple(int(g) for g in np.flatnonzero(free >= MILLI)[:want])
+            else:
+                fits = np.flatnonzero(free >= milli)
+                order = fits[np.argsort(free[fits], kind="stable")]
+                gpus = tuple(int(g) for g in order[:want])
         for g in gpus:
-            self.free_milli[row, g] -= milli
-        self.placed[pod.uid] = (row, gpus, milli)
+            self.used_milli[row, g] += milli
+        self._row_pods.setdefault(row, {})[pod.uid] = (gpus, milli)
+        self.placed[pod.uid] = row
+        self._refresh(row)
 
     def remove_pod(self, row: int, pod: PodInfo) -> None:
-        entry = self.placed.pop(pod.uid, None)
-        if entry is None:
+        r = self.placed.pop(pod.uid, None)
+        if r is None:
             return
-        r, gpus, milli = entry
+        gpus, milli = self._row_pods.get(r, {}).pop(pod.uid, ((), 0))
         for g in gpus:
-            self.free_milli[r, g] += milli
+            self.used_milli[r, g] -= milli
+        self._refresh(r)
+
+    def pod_gpus(self, uid: str) -> tuple[int, ...]:
+        """GPU indices a placed pod holds (what the bind step annotated, or our guess)."""
+        row = self.placed.get(uid)
+        if row is None:
+            return ()
+        return self._row_pods.get(row, {}).get(uid, ((), 0))[0]

@@ -49,9 +49,7 @@ class FilterResult:
 
     @staticmethod
     def all_pass(n: int) -> FilterResult:
-        return FilterResult(
-            np.zeros(n, dtype=np.int8), np.zeros(n, dtype=np.int32), [""]
-        )
+        return FilterResult(np.zeros(n, dtype=np.int8), np.zeros(n, dtype=np.int32), [""])
 
 
 @runtime_checkable

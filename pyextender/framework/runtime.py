@@ -40,7 +40,8 @@ class FilterOutcome:
     """One reason per row; "" for rows that passed."""
 
     def feasible(self) -> IntArray:
-        return self.rows[self.codes == Code.SUCCESS]
+        feasible: IntArray = self.rows[self.codes == Code.SUCCESS]
+        return feasible
 
 
 @dataclass(slots=True)

@@ -1,0 +1,59 @@
+"""python -m devcluster up|down|status|sidecar"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from devcluster.build import ensure_binaries
+from devcluster.cluster import Cluster
+from devcluster.nodes import NodeShape
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m devcluster",
+        description=(
+            "A local Kubernetes control plane from upstream Go modules: etcd, "
+            "kube-apiserver, two stock kube-schedulers (default-scheduler, and "
+            "volcano calling our extender) and kwok with fake GPU nodes."
+        ),
+    )
+    p.add_argument("--name", default="default", help="cluster name (folder under .devcluster)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="build (first time) and start a cluster")
+    up.add_argument("--nodes", type=int, default=8, help="kwok nodes (default %(default)s)")
+    up.add_argument("--gpus-per-node", type=int, default=8, help="nvidia.com/gpu per node")
+    up.add_argument("--supernodes", type=int, default=0, help="split nodes into N supernodes")
+    up.add_argument("--cpu", default="64", help="CPU cores per node")
+    up.add_argument("--memory", default="512Gi", help="memory per node")
+    up.add_argument("--extender-port", type=int, default=None, help="port of our extender")
+    up.add_argument("--sidecar", action="store_true", help="also run the pyextender sidecar")
+    sub.add_parser("down", help="stop every process of the cluster")
+    sub.add_parser("status", help="print the cluster's state as JSON")
+    sub.add_parser("build", help="only build/cached-check the binaries")
+    args = p.parse_args(argv)
+    cluster = Cluster(args.name)
+    if args.cmd == "build":
+        for name, path in ensure_binaries().items():
+            print(f"{name}: {path}")
+        return 0
+    if args.cmd == "up":
+        shape = NodeShape(cpu=args.cpu, memory=args.memory, gpus=args.gpus_per_node)
+        st = cluster.up(args.nodes, shape, args.supernodes, args.extender_port)
+        if args.sidecar:
+            cluster.start_sidecar()
+            cluster.wait_sidecar_ready()
+        print(f"export KUBECONFIG={st.kubeconfig}")
+        return 0
+    if args.cmd == "down":
+        cluster.down()
+        return 0
+    json.dump(cluster.status(), sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

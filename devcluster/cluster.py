@@ -1,0 +1,412 @@
+"""Starts, inspects and stops a local control plane.
+
+Everything of one cluster lives in one folder (default ``.devcluster/<name>``):
+``state.json`` (ports, pids, paths), ``kubeconfig``, ``pki/``, ``etcd/`` data
+and ``logs/``. Ports are free ports on 127.0.0.1, so clusters can run side by
+side. ``down`` stops every process the state names, then any process still in
+their process groups.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devcluster import build, config, pki
+from devcluster.nodes import NodeShape, node_manifest, supernode_of
+
+ROOT_ENV = "PYEXTENDER_DEVCLUSTER_DIR"
+
+
+def default_root() -> Path:
+    return Path(os.environ.get(ROOT_ENV, ".devcluster")).resolve()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass(slots=True)
+class ClusterState:
+    name: str
+    dir: str
+    kubeconfig: str
+    server: str
+    extender_url: str
+    extender_port: int
+    ports: dict[str, int] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
+    nodes: int = 0
+    logs: str = ""
+
+    def save(self) -> None:
+        Path(self.dir, "state.json").write_text(json.dumps(asdict(self), indent=2))
+
+    @staticmethod
+    def load(folder: Path) -> ClusterState | None:
+        path = folder / "state.json"
+        if not path.exists():
+            return None
+        return ClusterState(**json.loads(path.read_text()))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of ours counts as gone
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Cluster:
+    """One local cluster, addressed by its folder."""
+
+    def __init__(self, name: str = "default", root: Path | None = None) -> None:
+        self.name = name
+        self.dir = (root or default_root()) / name
+
+    @property
+    def state(self) -> ClusterState | None:
+        return ClusterState.load(self.dir)
+
+    def _say(self, msg: str) -> None:
+        print(f"devcluster[{self.name}]: {msg}", file=sys.stderr, flush=True)
+
+    def _spawn(self, st: ClusterState, role: str, cmd: list[str], env: dict[str, str] | None = None) -> None:
+        log = open(Path(st.logs) / f"{role}.log", "ab")  # noqa: SIM115 - child owns it
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env or os.environ.copy(),
+        )
+        log.close()
+        st.pids[role] = proc.pid
+        st.save()
+
+    # -- up ----------------------------------------------------------------
+    def up(
+        self,
+        nodes: int = 8,
+        shape: NodeShape | None = None,
+        supernodes: int = 0,
+        extender_port: int | None = None,
+        timeout: float = 120.0,
+    ) -> ClusterState:
+        current = self.state
+        if current is not None and any(_alive(p) for p in current.pids.values()):
+            raise RuntimeError(
+                f"cluster {self.name!r} is already running in {self.dir} "
+                "(run 'python -m devcluster down' first)"
+            )
+        shape = shape or NodeShape()
+        bins = build.ensure_binaries()
+        if self.dir.exists():
+            shutil.rmtree(self.dir)
+        (self.dir / "logs").mkdir(parents=True)
+        ports = {k: free_port() for k in ("etcd", "etcd_peer", "apiserver", "sched_default", "sched_volcano")}
+        ext_port = extender_port or free_port()
+        server = f"https://127.0.0.1:{ports['apiserver']}"
+        st = ClusterState(
+            name=self.name,
+            dir=str(self.dir),
+            kubeconfig=str(self.dir / "kubeconfig"),
+            server=server,
+            extender_url=f"http://127.0.0.1:{ext_port}",
+            extender_port=ext_port,
+            ports=ports,
+            logs=str(self.dir / "logs"),
+            nodes=nodes,
+        )
+        st.save()
+        pki_dir = self.dir / "pki"
+        self._say("generating certificates")
+        pki.generate(pki_dir, ["127.0.0.1", "localhost", "kubernetes", "kubernetes.default"])
+        kc = Path(st.kubeconfig)
+        kc.write_text(config.kubeconfig(server, pki_dir))
+        try:
+            self._start_etcd(st, bins["etcd"])
+            self._start_apiserver(st, bins["kube-apiserver"], pki_dir, timeout)
+            self._create_nodes(st, nodes, shape, supernodes)
+            self._spawn(
+                st,
+                "kwok",
+                [
+                    str(bins["kwok"]),
+                    f"--kubeconfig={kc}",
+                    "--manage-all-nodes=false",
+                    "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                    "--cidr=10.64.0.0/12",
+                    "--node-ip=127.0.0.1",
+                    "--node-lease-duration-seconds=40",
+                ],
+            )
+            self._start_schedulers(st, bins["kube-scheduler"], kc)
+            self._wait_nodes_ready(st, nodes, timeout)
+        except BaseException:
+            self._say(f"start failed; logs in {st.logs}; stopping what started")
+            self.down(quiet=True)
+            raise
+        self._say(f"up: {nodes} nodes, kubeconfig {kc}, extender expected at {st.extender_url}")
+        return st
+
+    def _start_etcd(self, st: ClusterState, etcd: Path) -> None:
+        p = st.ports
+        self._say(f"starting etcd on 127.0.0.1:{p['etcd']}")
+        self._spawn(
+            st,
+            "etcd",
+            [
+                str(etcd),
+                "--name=devcluster",
+                f"--data-dir={self.dir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
+                f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
+                f"--listen-peer-urls=http://127.0.0.1:{p['etcd_peer']}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd_peer']}",
+                f"--initial-cluster=devcluster=http://127.0.0.1:{p['etcd_peer']}",
+                "--unsafe-no-fsync=true",  # test data; speed over durability
+                "--quota-backend-bytes=4294967296",
+                "--log-level=warn",
+            ],
+        )
+
+    def _start_apiserver(self, st: ClusterState, binary: Path, pki_dir: Path, timeout: float) -> None:
+        p = st.ports
+        self._say(f"starting kube-apiserver on {st.server}")
+        self._spawn(
+            st,
+            "kube-apiserver",
+            [
+                str(binary),
+                f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={p['apiserver']}",
+                f"--cert-dir={pki_dir}",
+                f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
+                f"--client-ca-file={pki_dir / 'ca.crt'}",
+                f"--service-account-key-file={pki_dir / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--authorization-mode=RBAC",
+                # No controller-manager runs: nothing would create default
+                # ServiceAccounts or lift the not-ready taint added at node creation.
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+                f"--requestheader-client-ca-file={pki_dir / 'ca.crt'}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--max-requests-inflight=2000",
+                "--max-mutating-requests-inflight=1000",
+                "--enable-priority-and-fairness=false",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        self._wait_apiserver(st, pki_dir, timeout)
+
+    def _wait_apiserver(self, st: ClusterState, pki_dir: Path, timeout: float) -> None:
+        ctx = ssl.create_default_context(cafile=str(pki_dir / "ca.crt"))
+        ctx.load_cert_chain(str(pki_dir / "admin.crt"), str(pki_dir / "admin.key"))
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            for role in ("etcd", "kube-apiserver"):
+                if not _alive(st.pids[role]):
+                    raise RuntimeError(f"{role} exited; see {st.logs}/{role}.log")
+            try:
+                with urllib.request.urlopen(f"{st.server}/readyz", context=ctx, timeout=2) as r:
+                    if r.status == 200:
+                        self._say("kube-apiserver is ready")
+                        return
+            except Exception as exc:
+                last = str(exc)
+            time.sleep(0.25)
+        raise TimeoutError(f"kube-apiserver not ready after {timeout:.0f}s: {last}")
+
+    def _client(self, st: ClusterState) -> Any:
+        from kubernetes import client as k8s
+        from kubernetes import config as k8s_config
+
+        cfg = k8s.Configuration()
+        k8s_config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
+        return k8s.ApiClient(cfg)
+
+    def _create_nodes(self, st: ClusterState, nodes: int, shape: NodeShape, supernodes: int) -> None:
+        from kubernetes import client as k8s
+
+        self._say(f"creating {nodes} kwok nodes ({shape.gpus} GPUs each)")
+        core = k8s.CoreV1Api(self._client(st))
+        for i in range(nodes):
+            body = node_manifest(f"kwok-node-{i}", shape, supernode_of(i, nodes, supernodes))
+            core.create_node(body, _preload_content=False)
+            if nodes >= 100 and (i + 1) % 100 == 0:
+                self._say(f"  {i + 1}/{nodes} nodes")
+
+    def _start_schedulers(self, st: ClusterState, binary: Path, kc: Path) -> None:
+        for role, text, port in (
+            ("kube-scheduler-default", config.default_scheduler(kc), st.ports["sched_default"]),
+            (
+                "kube-scheduler-volcano",
+                config.volcano_scheduler(kc, st.extender_url),
+                st.ports["sched_volcano"],
+            ),
+        ):
+            cfg_path = self.dir / f"{role}.yaml"
+            cfg_path.write_text(text)
+            self._say(f"starting {role}")
+            self._spawn(
+                st,
+                role,
+                [
+                    str(binary),
+                    f"--config={cfg_path}",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={port}",
+                    f"--authentication-kubeconfig={kc}",
+                    f"--authorization-kubeconfig={kc}",
+                    "--v=2",
+                ],
+            )
+
+    def _wait_nodes_ready(self, st: ClusterState, nodes: int, timeout: float) -> None:
+        from kubernetes import client as k8s
+
+        core = k8s.CoreV1Api(self._client(st))
+        deadline = time.monotonic() + timeout
+        ready = 0
+        while time.monotonic() < deadline:
+            if not _alive(st.pids["kwok"]):
+                raise RuntimeError(f"kwok exited; see {st.logs}/kwok.log")
+            items = core.list_node().items
+            ready = sum(
+                1
+                for n in items
+                if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+            )
+            if ready >= nodes:
+                self._say(f"{ready}/{nodes} nodes Ready")
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"only {ready}/{nodes} nodes Ready after {timeout:.0f}s")
+
+    # -- sidecar -------------------------------------------------------------
+    def start_sidecar(self, extra_args: list[str] | None = None, role: str = "sidecar") -> int:
+        """Run ``pyextender serve`` on the extender port; returns its pid."""
+        st = self.state
+        if st is None:
+            raise RuntimeError(f"cluster {self.name!r} is not up")
+        cmd = [
+            sys.executable, "-m", "pyextender.cli", "serve",
+            f"--kubeconfig={st.kubeconfig}", f"--port={st.extender_port}",
+        ] + (extra_args or [])
+        self._spawn(st, role, cmd)
+        return st.pids[role]
+
+    def wait_sidecar_ready(self, timeout: float = 60.0) -> None:
+        st = self.state
+        assert st is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid = st.pids.get("sidecar")
+            if pid is not None and not _alive(pid):
+                raise RuntimeError(f"sidecar exited; see {st.logs}/sidecar.log")
+            try:
+                with urllib.request.urlopen(f"{st.extender_url}/readyz", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except Exception:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"sidecar not ready after {timeout:.0f}s; see {st.logs}/sidecar.log")
+
+    def stop_role(self, role: str, sig: int = signal.SIGTERM) -> None:
+        st = self.state
+        if st is None or role not in st.pids:
+            return
+        _terminate(st.pids[role], sig)
+        del st.pids[role]
+        st.save()
+
+    # -- down / status -------------------------------------------------------
+    def down(self, quiet: bool = False) -> None:
+        st = self.state
+        if st is None:
+            if not quiet:
+                self._say("not running")
+            return
+        for role in reversed(list(st.pids)):
+            _terminate(st.pids[role], signal.SIGTERM)
+            if not quiet:
+                self._say(f"stopped {role}")
+        st.pids = {}
+        st.save()
+
+    def status(self) -> dict[str, Any]:
+        st = self.state
+        if st is None:
+            return {"name": self.name, "running": False}
+        procs = {role: ("running" if _alive(pid) else "exited") for role, pid in st.pids.items()}
+        return {
+            "name": self.name,
+            "running": bool(procs) and all(v == "running" for v in procs.values()),
+            "dir": st.dir,
+            "kubeconfig": st.kubeconfig,
+            "server": st.server,
+            "extender_url": st.extender_url,
+            "nodes": st.nodes,
+            "processes": procs,
+            "logs": st.logs,
+        }
+
+
+def _terminate(pid: int, sig: int, grace: float = 10.0) -> None:
+    """Signal a process group, wait, then SIGKILL whatever is left."""
+    try:
+        pgid = os.getpgid(pid)
+    except ProcessLookupError:
+        return
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _alive(pid):
+        _reap(pid)
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

@@ -1,0 +1,77 @@
+"""Files the control plane reads: kubeconfig and KubeSchedulerConfigurations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+
+def kubeconfig(server: str, pki: Path) -> str:
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "devcluster",
+                "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")},
+            }
+        ],
+        "users": [
+            {
+                "name": "admin",
+                "user": {
+                    "client-certificate": str(pki / "admin.crt"),
+                    "client-key": str(pki / "admin.key"),
+                },
+            }
+        ],
+        "contexts": [{"name": "devcluster", "context": {"cluster": "devcluster", "user": "admin"}}],
+        "current-context": "devcluster",
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def default_scheduler(kubeconfig_path: Path) -> str:
+    """The stock scheduler: profile default-scheduler, no extender."""
+    doc = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig_path), "qps": 500, "burst": 1000},
+        "leaderElection": {"leaderElect": False},
+        "percentageOfNodesToScore": 100,
+        "profiles": [{"schedulerName": "default-scheduler"}],
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def volcano_scheduler(kubeconfig_path: Path, extender_url: str) -> str:
+    """A second stock scheduler instance for profile ``volcano``, calling our extender.
+
+    Extenders apply to every profile of a kube-scheduler process, so the
+    ``volcano`` profile runs in its own process (as on a managed cluster) and
+    default-scheduler pods never reach the extender.
+    """
+    doc = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig_path), "qps": 500, "burst": 1000},
+        "leaderElection": {"leaderElect": False},
+        "percentageOfNodesToScore": 100,
+        "profiles": [{"schedulerName": "volcano"}],
+        "extenders": [
+            {
+                "urlPrefix": extender_url,
+                "filterVerb": "filter",
+                "prioritizeVerb": "prioritize",
+                "preemptVerb": "preempt",
+                "bindVerb": "bind",
+                "weight": 1,
+                "enableHTTPS": False,
+                "nodeCacheCapable": True,
+                "ignorable": False,
+                "httpTimeout": "30s",
+            }
+        ],
+    }
+    return yaml.safe_dump(doc, sort_keys=False)

@@ -1,0 +1,43 @@
+"""Kubernetes client configuration, discovered in kubectl's order.
+
+1. an explicit ``--kubeconfig`` path;
+2. in-cluster service-account config (when running in a Pod);
+3. ``$KUBECONFIG``;
+4. ``~/.kube/config``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+
+class ClientConfigError(RuntimeError):
+    """No usable Kubernetes configuration was found."""
+
+
+def api_client(kubeconfig: str | None = None, qps_pool: int = 8) -> client.ApiClient:
+    """An ApiClient for the first configuration source that exists."""
+    cfg = client.Configuration()
+    # the config loaders carry no type hints
+    load_kube_config: Any = config.load_kube_config
+    load_incluster_config: Any = config.load_incluster_config
+    if kubeconfig:
+        if not Path(kubeconfig).exists():
+            raise ClientConfigError(f"kubeconfig {kubeconfig} does not exist")
+        load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        load_incluster_config(client_configuration=cfg)
+    else:
+        path = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+        if not Path(path).exists():
+            raise ClientConfigError(
+                "no Kubernetes configuration: pass --kubeconfig, run in a Pod, "
+                f"or set KUBECONFIG (tried {path})"
+            )
+        load_kube_config(config_file=path, client_configuration=cfg)
+    cfg.connection_pool_maxsize = qps_pool
+    return client.ApiClient(cfg)

@@ -1,0 +1,152 @@
+"""List + watch of one resource kind in a background thread.
+
+Lists in pages, then watches from the list's resourceVersion; a dropped watch
+resumes from the last seen resourceVersion (bookmarks keep it fresh), and a
+``410 Gone`` (history compacted) triggers a full re-list. Decoded objects are
+handed to the event loop with ``call_soon_threadsafe``, so all cache writes
+happen on the loop thread in the order the API server sent them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger(__name__)
+
+ListFn = Callable[..., Any]
+OnReplace = Callable[[list[dict[str, Any]]], None]
+OnEvent = Callable[[str, dict[str, Any]], None]
+
+PAGE_SIZE = 1000
+WATCH_TIMEOUT_S = 240
+"""Server-side watch timeout (seconds); the watch is then resumed."""
+
+
+class _Gone(Exception):
+    """The API server no longer has history for our resourceVersion."""
+
+
+def _lines(resp: Any) -> Iterator[bytes]:
+    """Split a streaming HTTP response into newline-delimited JSON lines."""
+    buf = b""
+    for chunk in resp.stream(65536, decode_content=False):
+        buf += chunk
+        while True:
+            nl = buf.find(b"\n")
+            if nl < 0:
+                break
+            line, buf = buf[:nl], buf[nl + 1 :]
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf
+
+
+class Informer:
+    """Keeps one kind in sync with the API server."""
+
+    def __init__(
+        self,
+        kind: str,
+        list_fn: ListFn,
+        loop: asyncio.AbstractEventLoop,
+        on_replace: OnReplace,
+        on_event: OnEvent,
+        on_relist: Callable[[], None] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.list_fn = list_fn
+        self.loop = loop
+        self.on_replace = on_replace
+        self.on_event = on_event
+        self.on_relist = on_relist
+        self.resource_version = ""
+        self.stop = threading.Event()
+        self.relists = 0
+        self.thread = threading.Thread(target=self._run, name=f"informer-{kind}", daemon=True)
+        self._decoder = msgspec.json.Decoder()
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _list(self) -> None:
+        items: list[dict[str, Any]] = []
+        cont: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": PAGE_SIZE, "_preload_content": False}
+            if cont:
+                kwargs["_continue"] = cont
+            resp = self.list_fn(**kwargs)
+            doc = self._decoder.decode(resp.data)
+            items.extend(doc.get("items") or [])
+            meta = doc.get("metadata") or {}
+            cont = meta.get("continue")
+            if not cont:
+                self.resource_version = str(meta.get("resourceVersion") or "")
+                break
+        self.relists += 1
+        log.info("listed %d %s at resourceVersion %s", len(items), self.kind, self.resource_version)
+        self.loop.call_soon_threadsafe(self.on_replace, items)
+
+    def _watch(self) -> None:
+        resp = self.list_fn(
+            watch=True,
+            resource_version=self.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_TIMEOUT_S,
+            _preload_content=False,
+        )
+        try:
+            for line in _lines(resp):
+                if self.stop.is_set():
+                    return
+                event = self._decoder.decode(line)
+                kind = event.get("type")
+                obj = event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise _Gone(obj.get("message", "410 Gone"))
+                    raise RuntimeError(f"watch error: {obj.get('message')}")
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if rv:
+                    self.resource_version = str(rv)
+                if kind == "BOOKMARK":
+                    continue
+                self.loop.call_soon_threadsafe(self.on_event, str(kind), obj)
+        finally:
+            resp.release_conn()
+
+    def _run(self) -> None:
+        backoff = 0.2  # seconds
+        need_list = True
+        while not self.stop.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                self._watch()
+                backoff = 0.2
+            except _Gone as exc:
+                log.info("%s watch expired (%s); re-listing", self.kind, exc)
+                need_list = True
+            except ApiException as exc:
+                if exc.status == 410:
+                    need_list = True
+                    continue
+                log.warning("%s watch failed: %s; retrying in %.1fs", self.kind, exc, backoff)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+            except Exception as exc:  # connection resets, decode errors: retry
+                if self.stop.is_set():
+                    return
+                log.warning("%s watch failed: %s; retrying in %.1fs", self.kind, exc, backoff)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)

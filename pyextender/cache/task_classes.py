@@ -1,0 +1,127 @@
+"""The task classes a cluster sees: the workload that fragmentation is measured against.
+
+FGD (Weng et al., USENIX ATC'23) measures a node's fragmentation as the GPU
+milli that the *typical* tasks could not use. A class is (cpu milli, milli-GPU
+per GPU, GPU count, accepted GPU models); its weight is how often it occurs.
+Weights are integers (pod counts) so that every kernel and reference sums
+them in exact integer arithmetic and returns bit-identical results.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+I64 = npt.NDArray[np.int64]
+
+COVERAGE = 0.95
+"""Keep the most frequent classes until they cover this share of pods (FGD's choice)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskClass:
+    """One kind of task. ``model_mask`` has bit i set per accepted model id; 0 = any."""
+
+    cpu_milli: int
+    gpu_milli: int
+    num_gpu: int
+    model_mask: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskClasses:
+    """Classes as parallel int64 arrays, ready for the kernels."""
+
+    cpu: I64
+    milli: I64
+    num: I64
+    model_mask: I64
+    weight: I64
+
+    @property
+    def size(self) -> int:
+        return int(self.cpu.shape[0])
+
+    @property
+    def weight_sum(self) -> int:
+        return int(self.weight.sum())
+
+    @staticmethod
+    def build(counts: Mapping[TaskClass, int]) -> TaskClasses:
+        """Arrays from class -> count, most frequent first (ties by class for determinism)."""
+        items = sorted(
+            counts.items(),
+            key=lambda kv: (-kv[1], kv[0].num_gpu, kv[0].gpu_milli, kv[0].cpu_milli),
+        )
+
+        def col(get: Iterable[int]) -> I64:
+            return np.fromiter(get, dtype=np.int64, count=len(items))
+
+        return TaskClasses(
+            cpu=col(c.cpu_milli for c, _ in items),
+            milli=col(c.gpu_milli for c, _ in items),
+            num=col(c.num_gpu for c, _ in items),
+            model_mask=col(c.model_mask for c, _ in items),
+            weight=col(n for _, n in items),
+        )
+
+    def whole_gpu_sizes(self) -> tuple[I64, I64]:
+        """(sizes, weights) of whole-GPU classes, merged by GPU count; for topology loss."""
+        merged: Counter[int] = Counter()
+        for milli, num, weight in zip(
+            self.milli.tolist(), self.num.tolist(), self.weight.tolist(), strict=True
+        ):
+            if num > 0 and milli >= 1000:
+                merged[num] += weight
+        if not merged:
+            # nothing seen yet: the usual power-of-two job sizes, equally likely
+            merged = Counter({1: 1, 2: 1, 4: 1, 8: 1})
+        sizes = sorted(merged)
+        return (
+            np.asarray(sizes, dtype=np.int64),
+            np.asarray([merged[s] for s in sizes], dtype=np.int64),
+        )
+
+
+def select_classes(counts: Mapping[TaskClass, int], coverage: float = COVERAGE) -> TaskClasses:
+    """The most frequent classes covering ``coverage`` of all pods, with their counts."""
+    total = sum(counts.values())
+    kept: dict[TaskClass, int] = {}
+    covered = 0
+    keys = sorted(counts, key=lambda c: (-counts[c], c.num_gpu, c.gpu_milli, c.cpu_milli))
+    for cls in keys:
+        if total and covered >= coverage * total:
+            break
+        kept[cls] = counts[cls]
+        covered += counts[cls]
+    return TaskClasses.build(kept)
+
+
+class LearnedClasses:
+    """Task classes learned online from the pods the cache sees.
+
+    Counts are halved when their total passes ``horizon`` so that the model
+    follows a changing workload. ``classes()`` is rebuilt only after changes.
+    """
+
+    def __init__(self, horizon: int = 20_000) -> None:
+        self.horizon = horizon
+        self.counts: Counter[TaskClass] = Counter()
+        self.version = 0
+        self._built: TaskClasses | None = None
+
+    def observe(self, cls: TaskClass) -> None:
+        self.counts[cls] += 1
+        if self.counts.total() > self.horizon:
+            self.counts = Counter({c: n // 2 for c, n in self.counts.items() if n // 2})
+        self.version += 1
+        self._built = None
+
+    def classes(self) -> TaskClasses:
+        if self._built is None:
+            self._built = select_classes(self.counts)
+        return self._built

@@ -1,0 +1,311 @@
+"""FGD fragmentation and the fragmentation gradient of placing one pod.
+
+Fragmentation (Weng et al., USENIX ATC'23; REPLAY.md §4). For a node with
+free CPU c (milli) and free milli-GPU g[j] per GPU, and a task class m
+(c_m CPU, u_m milli on each of k_m GPUs):
+
+    F_n(m) = Σ_j g[j]            if m is CPU-only, or the node's model is not
+                                 accepted by m, or c < c_m, or fewer than k_m
+                                 GPUs have g[j] ≥ u_m
+           = Σ_{j: g[j] < u_m} g[j]   otherwise
+
+    W_n = Σ_m w_m F_n(m)         (w_m = class count; F_n = W_n / Σ w_m)
+
+Placing a pod on node n (and for a sharing pod on GPU j) gives the gradient
+Δ = W_n(before) − W_n(after), in weighted milli-GPU; larger is better. A
+whole-GPU pod takes k wholly free GPUs (which ones does not change W_n). All
+arithmetic is int64, so kernel, numpy reference and pure-Python reference
+agree exactly; callers turn Δ into a score (sigmoid) outside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pyextender.cache.task_classes import TaskClasses
+from pyextender.kernels.jit import compile_kernel
+
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+
+MILLI = 1000
+NO_FIT = -(2**62)
+"""Δ of a node the pod does not fit (weighted milli-GPU)."""
+
+
+def fgd_loops(
+    n: int,
+    stride: int,
+    free_cpu: I64,  # [n] milli-cores
+    free_milli: I32,  # [n*stride] milli-GPU, row-major
+    count: I32,  # [n] GPUs on the node
+    model: I32,  # [n] model id, -1 unknown
+    m_count: int,
+    cls_cpu: I64,  # [M] milli-cores
+    cls_milli: I64,  # [M] milli-GPU per GPU
+    cls_num: I64,  # [M] GPUs
+    cls_mask: I64,  # [M] accepted model ids as bits, 0 = any
+    cls_w: I64,  # [M] integer weights
+    req_cpu: int,  # milli-cores
+    req_milli: I64,  # [n] milli-GPU per GPU on each node (memory shares differ per node)
+    req_num: int,  # GPUs; 0 = CPU-only pod
+    cnt: I64,  # scratch [M]
+    low: I64,  # scratch [M]
+    out_before: I64,  # [n] W_n before
+    out_delta: I64,  # [n] best Δ, NO_FIT when the pod does not fit
+    out_gpu: I32,  # [n] GPU of the best Δ for a sharing pod, else -1
+) -> None:
+    for i in range(n):
+        base = i * stride
+        ng = count[i]
+        c = free_cpu[i]
+        mid = model[i]
+        total = 0
+        for j in range(ng):
+            total += free_milli[base + j]
+        # per class: GPUs that fit u_m, and free milli on GPUs that do not
+        for m in range(m_count):
+            u = cls_milli[m]
+            a = 0
+            b = 0
+            for j in range(ng):
+                g = free_milli[base + j]
+                if g >= u:
+                    a += 1
+                else:
+                    b += g
+            cnt[m] = a
+            low[m] = b
+        before = 0
+        for m in range(m_count):
+            ok = cls_num[m] > 0 and c >= cls_cpu[m] and cnt[m] >= cls_num[m]
+            if ok and cls_mask[m] != 0:
+                ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
+            before += cls_w[m] * (low[m] if ok else total)
+        out_before[i] = before
+        u_req = req_milli[i]
+        c2 = c - req_cpu
+        best = NO_FIT
+        best_gpu = -1
+        if req_num == 0:
+            after = 0
+            for m in range(m_count):
+                ok = cls_num[m] > 0 and c2 >= cls_cpu[m] and cnt[m] >= cls_num[m]
+                if ok and cls_mask[m] != 0:
+                    ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
+                after += cls_w[m] * (low[m] if ok else total)
+            best = before - after
+        elif req_num == 1 and u_req < MILLI:
+            for j in range(ng):
+                g = free_milli[base + j]
+                if g < u_req:
+                    continue
+                g2 = g - u_req
+                after = 0
+                for m in range(m_count):
+                    u = cls_milli[m]
+                    a = cnt[m]
+                    b = low[m]
+                    if g >= u:
+                        a -= 1
+                    else:
+                        b -= g
+                    if g2 >= u:
+                        a += 1
+                    else:
+                        b += g2
+                    ok = cls_num[m] > 0 and c2 >= cls_cpu[m] and a >= cls_num[m]
+                    if ok and cls_mask[m] != 0:
+                        ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
+                    after += cls_w[m] * (b if ok else total - u_req)
+                delta = before - after
+                if delta > best:
+                    best = delta
+                    best_gpu = j
+        else:
+            whole = 0
+            for j in range(ng):
+                if free_milli[base + j] >= MILLI:
+                    whole += 1
+            if whole >= req_num and u_req <= MILLI:
+                # wholly free GPUs count in cnt[m] for every class (u_m ≤ MILLI) and
+                # are not in low[m]; afterwards they hold 0 milli
+                after = 0
+                for m in range(m_count):
+                    ok = cls_num[m] > 0 and c2 >= cls_cpu[m] and cnt[m] - req_num >= cls_num[m]
+                    if ok and cls_mask[m] != 0:
+                        ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
+                    after += cls_w[m] * (low[m] if ok else total - req_num * MILLI)
+                best = before - after
+        out_delta[i] = best
+        out_gpu[i] = best_gpu
+
+
+_fgd_jit = compile_kernel(fgd_loops)
+
+
+@dataclass(frozen=True, slots=True)
+class FgdResult:
+    """Per node: W before (weighted milli-GPU), best Δ (NO_FIT if none), GPU (-1 if n/a)."""
+
+    before: I64
+    delta: I64
+    gpu: I32
+
+
+@dataclass(frozen=True, slots=True)
+class FgdInput:
+    """Node rows for the kernel: all arrays have one entry (or row) per node."""
+
+    free_cpu: I64
+    free_milli: I32  # [n, G]
+    count: I32
+    model: I32
+
+
+def _prepare(nodes: FgdInput) -> tuple[int, int, I32]:
+    n, stride = nodes.free_milli.shape
+    flat = np.ascontiguousarray(nodes.free_milli, dtype=np.int32).reshape(-1)
+    return n, stride, flat
+
+
+def _run(
+    kernel: object,
+    nodes: FgdInput,
+    classes: TaskClasses,
+    req_cpu: int,
+    req_milli: I64,
+    req_num: int,
+) -> FgdResult:
+    n, stride, flat = _prepare(nodes)
+    before = np.empty(n, dtype=np.int64)
+    delta = np.empty(n, dtype=np.int64)
+    gpu = np.empty(n, dtype=np.int32)
+    m = classes.size
+    args = (
+        n, stride,
+        np.ascontiguousarray(nodes.free_cpu, dtype=np.int64), flat,
+        np.ascontiguousarray(nodes.count, dtype=np.int32),
+        np.ascontiguousarray(nodes.model, dtype=np.int32),
+        m, classes.cpu, classes.milli, classes.num, classes.model_mask, classes.weight,
+        int(req_cpu), np.ascontiguousarray(req_milli, dtype=np.int64), int(req_num),
+        np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64),
+    )  # fmt: skip
+    if kernel is None:
+        lists = [a.tolist() if isinstance(a, np.ndarray) else a for a in args]
+        outs: list[list[int]] = [[0] * n, [0] * n, [0] * n]
+        fgd_loops(*lists, *outs)
+        return FgdResult(
+            np.asarray(outs[0], dtype=np.int64),
+            np.asarray(outs[1], dtype=np.int64),
+            np.asarray(outs[2], dtype=np.int32),
+        )
+    _fgd_jit(*args, before, delta, gpu)
+    return FgdResult(before, delta, gpu)
+
+
+def fgd_scores(
+    nodes: FgdInput, classes: TaskClasses, req_cpu: int, req_milli: I64, req_num: int
+) -> FgdResult:
+    """numba kernel: W before and the best Δ of placing the pod on each node."""
+    return _run(_fgd_jit, nodes, classes, req_cpu, req_milli, req_num)
+
+
+def fgd_scores_python(
+    nodes: FgdInput, classes: TaskClasses, req_cpu: int, req_milli: I64, req_num: int
+) -> FgdResult:
+    """Pure-Python reference: the same loops run by the interpreter over lists."""
+    return _run(None, nodes, classes, req_cpu, req_milli, req_num)
+
+
+def _weighted_frag(
+    free: I64, cpu: I64, model: I32, classes: TaskClasses
+) -> I64:
+    """W for each leading index of ``free`` [..., G] with ``cpu`` and ``model`` [...]."""
+    u = classes.milli
+    total = free.sum(axis=-1)
+    fits = free[..., :, None] >= u  # [..., G, M]
+    cnt = fits.sum(axis=-2)
+    low = np.where(fits, 0, free[..., :, None]).sum(axis=-2)
+    model_ok = (classes.model_mask == 0) | (
+        (model[..., None] >= 0) & ((classes.model_mask >> np.maximum(model, 0)[..., None]) & 1 == 1)
+    )
+    ok = (classes.num > 0) & (cpu[..., None] >= classes.cpu) & (cnt >= classes.num) & model_ok
+    per_class = np.where(ok, low, total[..., None])
+    result: I64 = (per_class * classes.weight).sum(axis=-1)
+    return result
+
+
+def fgd_scores_numpy(
+    nodes: FgdInput, classes: TaskClasses, req_cpu: int, req_milli: I64, req_num: int
+) -> FgdResult:
+    """Vectorised numpy reference over nodes × GPUs × classes."""
+    free = nodes.free_milli.astype(np.int64)
+    n, stride = free.shape
+    cols = np.arange(stride)
+    free = np.where(cols < nodes.count[:, None], free, 0)
+    cpu = nodes.free_cpu.astype(np.int64)
+    model = nodes.model
+    before = _weighted_frag(free, cpu, model, classes)
+    cpu2 = cpu - req_cpu
+    gpu = np.full(n, -1, dtype=np.int32)
+    u = req_milli.astype(np.int64)
+    if req_num == 0:
+        delta = before - _weighted_frag(free, cpu2, model, classes)
+    elif req_num == 1:
+        sharing = u < MILLI
+        per_gpu = _per_gpu_delta(free, nodes.count, cpu2, model, classes, before, u)
+        best_j = per_gpu.argmax(axis=1)
+        best = per_gpu[np.arange(n), best_j]
+        delta = np.where(sharing, best, NO_FIT)
+        gpu = np.where(sharing & (best > NO_FIT), best_j, -1).astype(np.int32)
+        whole_rows = u == MILLI  # a memory share as large as the GPU; > MILLI never fits
+        if whole_rows.any():
+            whole = _whole_delta(free, cpu2, model, classes, before, 1)
+            delta = np.where(whole_rows, whole, delta)
+    else:
+        delta = _whole_delta(free, cpu2, model, classes, before, req_num)
+        delta = np.where(u <= MILLI, delta, NO_FIT)
+    return FgdResult(before, delta.astype(np.int64), gpu)
+
+
+def _whole_delta(
+    free: I64, cpu2: I64, model: I32, classes: TaskClasses, before: I64, k: int
+) -> I64:
+    """Δ of taking the k lowest wholly free GPUs on each node (NO_FIT when too few)."""
+    whole = free >= MILLI
+    rank = np.cumsum(whole, axis=1)
+    take = whole & (rank <= k)
+    after = _weighted_frag(np.where(take, 0, free), cpu2, model, classes)
+    result: I64 = np.where(whole.sum(axis=1) >= k, before - after, NO_FIT)
+    return result
+
+
+def _per_gpu_delta(
+    free: I64, count: I32, cpu2: I64, model: I32, classes: TaskClasses, before: I64, u: I64
+) -> I64:
+    """Δ of putting a u-milli share on each GPU: [n, G], NO_FIT where it does not fit."""
+    n, stride = free.shape
+    trial = np.broadcast_to(free[:, None, :], (n, stride, stride)).copy()
+    eye = np.eye(stride, dtype=bool)
+    trial[:, eye] -= u[:, None]
+    fits = (free >= u[:, None]) & (np.arange(stride) < count[:, None])
+    after = _weighted_frag(
+        trial, np.repeat(cpu2[:, None], stride, 1), np.repeat(model[:, None], stride, 1), classes
+    )
+    result: I64 = np.where(fits, before[:, None] - after, NO_FIT)
+    return result
+
+
+def fgd_gpu_deltas(nodes: FgdInput, classes: TaskClasses, req_cpu: int, req_milli: I64) -> I64:
+    """Δ of a sharing pod on every GPU of every node ([n, G]); used to pick the GPU at bind."""
+    free = nodes.free_milli.astype(np.int64)
+    free = np.where(np.arange(free.shape[1]) < nodes.count[:, None], free, 0)
+    cpu = nodes.free_cpu.astype(np.int64)
+    before = _weighted_frag(free, cpu, nodes.model, classes)
+    return _per_gpu_delta(
+        free, nodes.count, cpu - req_cpu, nodes.model, classes, before, req_milli.astype(np.int64)
+    )

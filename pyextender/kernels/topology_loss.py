@@ -1,0 +1,356 @@
+"""Topology loss: where a k-GPU (whole-GPU) request fits a node's free GPUs best.
+
+Per node, from its free-GPU bitmask and its NVLink/NVSwitch domain layout:
+
+* **best set**: k free GPUs crossing the fewest domains. If one domain holds
+  k free GPUs, the one with the fewest free GPUs (best fit, lowest id on ties)
+  gives its lowest-indexed GPUs. Otherwise whole domains are taken largest
+  first until the remainder fits one domain, which is chosen best-fit.
+* **quality** = 1 / domains crossed (1.0 inside one domain).
+* **loss** = fragmentation after − before, where for request sizes s with
+  weights w_s (the whole-GPU sizes the cluster sees)::
+
+      frag = Σ_s w_s · (free − s · P_s),  P_s = Σ_d ⌊free_d / s⌋  (s ≤ largest domain)
+                                          P_s = ⌊free / s⌋        (s > largest domain)
+
+  i.e. the free GPUs left over once as many s-requests as possible are placed
+  without crossing domains needlessly (weighted GPUs; negative = the request
+  fills a hole).
+* **score** = weight · quality − loss_weight · loss / (Σ w_s · GPUs on node).
+
+Nodes with fewer than k free GPUs get mask 0, 0 domains and score −inf.
+Nodes sharing a layout and a free mask have identical results, so the kernel
+computes each distinct (layout, mask) once per call (memo tagged by a call
+stamp, so it never needs clearing). Loss is exact int64; every
+implementation evaluates the score with the same float expression.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pyextender.kernels.jit import compile_kernel
+
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+
+
+def topology_loops(
+    n: int,
+    stride: int,  # GPU slots per layout row (MAX_GPUS)
+    free_mask: I64,  # [n] bit j = GPU j wholly free
+    layout: I32,  # [n] layout id
+    lay_count: I32,  # [L] GPUs in the layout
+    lay_domain: I32,  # [L*stride] domain of each GPU, renumbered 0..count-1
+    lay_offset: I64,  # [L] start of the layout's memo block (2**count entries)
+    k: int,  # GPUs requested
+    s_count: int,
+    sizes: I64,  # [S] request sizes (GPUs)
+    size_w: I64,  # [S] integer weights
+    w_sum: int,
+    weight: float,
+    loss_weight: float,
+    stamp: int,  # unique per call; memo entries with another stamp are stale
+    memo_stamp: I64,
+    memo_mask: I64,
+    memo_dom: I32,
+    memo_loss: I64,
+    memo_score: F64,
+    cnt: I64,  # scratch [stride] free GPUs per domain
+    dsize: I64,  # scratch [stride] GPUs per domain
+    take: I64,  # scratch [stride] GPUs taken per domain
+    out_mask: I64,  # [n] chosen GPUs as a bitmask
+    out_dom: I32,  # [n] domains crossed, 0 = does not fit
+    out_loss: I64,  # [n] weighted GPUs
+    out_score: F64,  # [n]
+) -> None:
+    for i in range(n):
+        lid = layout[i]
+        mask = free_mask[i]
+        key = lay_offset[lid] + mask
+        if memo_stamp[key] == stamp:
+            out_mask[i] = memo_mask[key]
+            out_dom[i] = memo_dom[key]
+            out_loss[i] = memo_loss[key]
+            out_score[i] = memo_score[key]
+            continue
+        lc = lay_count[lid]
+        base = lid * stride
+        for d in range(lc):
+            cnt[d] = 0
+            dsize[d] = 0
+            take[d] = 0
+        tot = 0
+        for j in range(lc):
+            d = lay_domain[base + j]
+            dsize[d] += 1
+            if (mask >> j) & 1:
+                cnt[d] += 1
+                tot += 1
+        biggest = 0
+        for d in range(lc):
+            if dsize[d] > biggest:
+                biggest = dsize[d]
+        chosen = 0
+        ndom = 0
+        loss = 0
+        score = -np.inf
+        if k > 0 and tot >= k:
+            remaining = k
+            while remaining > 0:
+                fit = -1
+                for d in range(lc):
+                    if take[d] == 0 and cnt[d] >= remaining and (fit < 0 or cnt[d] < cnt[fit]):
+                        fit = d
+                if fit >= 0:
+                    take[fit] = remaining
+                    remaining = 0
+                else:
+                    big = -1
+                    for d in range(lc):
+                        if take[d] == 0 and cnt[d] > 0 and (big < 0 or cnt[d] > cnt[big]):
+                            big = d
+                    take[big] = cnt[big]
+                    remaining -= cnt[big]
+                ndom += 1
+            for d in range(lc):
+                left = take[d]
+                for j in range(lc):
+                    if left == 0:
+                        break
+                    if lay_domain[base + j] == d and (mask >> j) & 1:
+                        chosen |= 1 << j
+                        left -= 1
+            before = 0
+            after = 0
+            for s_i in range(s_count):
+                s = sizes[s_i]
+                p_before = 0
+                p_after = 0
+                if s <= biggest:
+                    for d in range(lc):
+                        p_before += cnt[d] // s
+                        p_after += (cnt[d] - take[d]) // s
+                else:
+                    p_before = tot // s
+                    p_after = (tot - k) // s
+                before += size_w[s_i] * (tot - s * p_before)
+                after += size_w[s_i] * (tot - k - s * p_after)
+            loss = after - before
+            quality = 1.0 / ndom
+            score = weight * quality - loss_weight * (loss / (w_sum * lc))
+        memo_stamp[key] = stamp
+        memo_mask[key] = chosen
+        memo_dom[key] = ndom
+        memo_loss[key] = loss
+        memo_score[key] = score
+        out_mask[i] = chosen
+        out_dom[i] = ndom
+        out_loss[i] = loss
+        out_score[i] = score
+
+
+_topology_jit = compile_kernel(topology_loops)
+
+
+@dataclass(frozen=True, slots=True)
+class Layouts:
+    """Domain layouts shared by many nodes: GPU count and domain per GPU slot."""
+
+    count: I32  # [L]
+    domain: I32  # [L, stride], renumbered 0..count-1 per layout
+
+    @property
+    def offsets(self) -> I64:
+        sizes = np.left_shift(1, self.count.astype(np.int64))
+        out: I64 = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        return out
+
+    @property
+    def memo_size(self) -> int:
+        return int(np.left_shift(1, self.count.astype(np.int64)).sum())
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyResult:
+    """Per node: chosen GPU bitmask, domains crossed (0 = no fit), loss, score."""
+
+    mask: I64
+    domains: I32
+    loss: I64
+    score: F64
+
+
+class TopologyKernel:
+    """Holds the memo between calls (it is stamped per call, never cleared).
+
+    One instance per thread: the memo is scratch space, not shared state.
+    """
+
+    def __init__(self) -> None:
+        self._stamp = 0
+        self._size = -1
+        self._memo: tuple[I64, I64, I32, I64, F64] | None = None
+
+    def _buffers(self, layouts: Layouts) -> tuple[I64, I64, I32, I64, F64]:
+        size = layouts.memo_size
+        if self._memo is None or size != self._size:
+            self._size = size
+            self._memo = (
+                np.zeros(size, dtype=np.int64),
+                np.zeros(size, dtype=np.int64),
+                np.zeros(size, dtype=np.int32),
+                np.zeros(size, dtype=np.int64),
+                np.zeros(size, dtype=np.float64),
+            )
+        return self._memo
+
+    def _args(
+        self,
+        free_mask: I64,
+        layout: I32,
+        layouts: Layouts,
+        k: int,
+        sizes: I64,
+        size_w: I64,
+        weight: float,
+        loss_weight: float,
+    ) -> tuple[object, ...]:
+        self._stamp += 1
+        stride = layouts.domain.shape[1]
+        return (
+            int(free_mask.shape[0]), stride,
+            np.ascontiguousarray(free_mask, dtype=np.int64),
+            np.ascontiguousarray(layout, dtype=np.int32),
+            layouts.count, np.ascontiguousarray(layouts.domain).reshape(-1), layouts.offsets,
+            int(k), int(sizes.shape[0]), sizes, size_w, int(size_w.sum()),
+            float(weight), float(loss_weight), self._stamp,
+        )  # fmt: skip
+
+    def run(
+        self,
+        free_mask: I64,
+        layout: I32,
+        layouts: Layouts,
+        k: int,
+        sizes: I64,
+        size_w: I64,
+        weight: float = 1.0,
+        loss_weight: float = 1.0,
+    ) -> TopologyResult:
+        """numba kernel over all given nodes."""
+        args = self._args(free_mask, layout, layouts, k, sizes, size_w, weight, loss_weight)
+        n = int(free_mask.shape[0])
+        stride = layouts.domain.shape[1]
+        out = TopologyResult(
+            np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.int32),
+            np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.float64),
+        )
+        scratch = [np.empty(stride, dtype=np.int64) for _ in range(3)]
+        _topology_jit(
+            *args, *self._buffers(layouts), *scratch, out.mask, out.domains, out.loss, out.score
+        )
+        return out
+
+    def run_python(
+        self,
+        free_mask: I64,
+        layout: I32,
+        layouts: Layouts,
+        k: int,
+        sizes: I64,
+        size_w: I64,
+        weight: float = 1.0,
+        loss_weight: float = 1.0,
+    ) -> TopologyResult:
+        """Pure-Python reference: the same loops run by the interpreter over lists."""
+        args = self._args(free_mask, layout, layouts, k, sizes, size_w, weight, loss_weight)
+        lists = [a.tolist() if isinstance(a, np.ndarray) else a for a in args]
+        n = int(free_mask.shape[0])
+        stride = layouts.domain.shape[1]
+        size = layouts.memo_size
+        memo: list[list[int] | list[float]] = [[0] * size for _ in range(4)]
+        memo.append([0.0] * size)
+        scratch = [[0] * stride for _ in range(3)]
+        outs: list[list[int] | list[float]] = [[0] * n, [0] * n, [0] * n, [0.0] * n]
+        topology_loops(*lists, *memo, *scratch, *outs)
+        return TopologyResult(
+            np.asarray(outs[0], dtype=np.int64),
+            np.asarray(outs[1], dtype=np.int32),
+            np.asarray(outs[2], dtype=np.int64),
+            np.asarray(outs[3], dtype=np.float64),
+        )
+
+
+def topology_numpy(
+    free_mask: I64,
+    layout: I32,
+    layouts: Layouts,
+    k: int,
+    sizes: I64,
+    size_w: I64,
+    weight: float = 1.0,
+    loss_weight: float = 1.0,
+) -> TopologyResult:
+    """Vectorised numpy reference (no memo): nodes × GPU slots × domains."""
+    n = free_mask.shape[0]
+    stride = layouts.domain.shape[1]
+    count = layouts.count[layout].astype(np.int64)  # [n]
+    dom = layouts.domain[layout]  # [n, G]
+    slots = np.arange(stride)
+    real = slots < count[:, None]
+    bits = ((free_mask[:, None] >> slots) & 1).astype(bool) & real
+    onehot = (dom[:, :, None] == slots) & real[:, :, None]  # [n, G(gpu), G(domain)]
+    cnt = (onehot & bits[:, :, None]).sum(axis=1).astype(np.int64)  # [n, D]
+    dsize = onehot.sum(axis=1)
+    tot = cnt.sum(axis=1)
+    biggest = dsize.max(axis=1)
+    fits = (tot >= k) & (k > 0)
+    big = np.int64(1) << 40
+    # domains taken whole, largest first (ties: lowest id), until the rest fits one
+    order = np.argsort(-cnt, axis=1, kind="stable")
+    sorted_cnt = np.take_along_axis(cnt, order, axis=1)
+    prefix = np.cumsum(sorted_cnt, axis=1) - sorted_cnt  # taken before step t
+    rest = k - prefix
+    # step t works when some untaken domain holds `rest`; the largest untaken is sorted[t]
+    can = (sorted_cnt >= rest) & (rest > 0)
+    t_star = np.where(can.any(axis=1), can.argmax(axis=1), 0)
+    r = rest[np.arange(n), t_star]
+    taken_whole = np.zeros((n, stride), dtype=bool)
+    pos = np.arange(stride)
+    np.put_along_axis(taken_whole, order, pos[None, :] < t_star[:, None], axis=1)
+    cand = ~taken_whole & (cnt >= r[:, None]) & (slots < count[:, None])
+    key = np.where(cand, cnt * stride + slots, big)
+    fit = key.argmin(axis=1)
+    take = np.where(taken_whole, cnt, 0)
+    take[np.arange(n), fit] = r
+    take = np.where(fits[:, None], take, 0)
+    ndom = np.where(fits, t_star + 1, 0).astype(np.int32)
+    # lowest-indexed free GPUs of each domain, `take[d]` of them
+    rank = np.cumsum(onehot & bits[:, :, None], axis=1)  # [n, G, D]
+    gpu_rank = (rank * onehot).sum(axis=2)  # 1-based rank of a free GPU in its domain
+    gpu_take = np.take_along_axis(take, dom.astype(np.int64), axis=1)
+    chosen_bits = bits & (gpu_rank <= gpu_take)
+    chosen = (chosen_bits.astype(np.int64) << slots).sum(axis=1)
+    chosen = np.where(fits, chosen, 0)
+    after_cnt = cnt - take
+    before = np.zeros(n, dtype=np.int64)
+    after = np.zeros(n, dtype=np.int64)
+    for s, w in zip(sizes.tolist(), size_w.tolist(), strict=True):
+        inside = s <= biggest
+        p_b = np.where(inside, (cnt // s).sum(axis=1), tot // s)
+        p_a = np.where(inside, (after_cnt // s).sum(axis=1), (tot - k) // s)
+        before += w * (tot - s * p_b)
+        after += w * (tot - k - s * p_a)
+    loss = np.where(fits, after - before, 0)
+    w_sum = int(size_w.sum())
+    with np.errstate(divide="ignore"):
+        quality = 1.0 / ndom
+    score = np.where(fits, weight * quality - loss_weight * (loss / (w_sum * count)), -np.inf)
+    return TopologyResult(chosen.astype(np.int64), ndom, loss.astype(np.int64), score)

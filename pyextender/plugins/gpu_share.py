@@ -1,0 +1,157 @@
+"""gpu-share: GPU fit at device level, and fragmentation-gradient (FGD) scoring.
+
+Filter: a sharing pod needs one usable GPU with free milli ≥ its share; a
+whole-GPU pod needs k wholly free GPUs (kube-scheduler's count of
+``nvidia.com/gpu`` cannot see GPUs that sharing pods occupy in part).
+
+Score (Weng et al., USENIX ATC'23): Δ = F(before) − F(after) of the node's
+fragmentation for the cluster's task classes, for a sharing pod on its best
+GPU; score = 100 · sigmoid(Δ / 1000 milli-GPU). ``floor`` reproduces the
+paper's integer scores (which create ties broken at random).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyextender.api.gpu import MILLI
+from pyextender.framework.interfaces import FilterResult, FloatArray, IntArray, PodContext
+from pyextender.framework.registry import PluginSpec
+from pyextender.framework.status import Code
+from pyextender.kernels.gpu_share import NO_FIT, fgd_gpu_deltas, fgd_scores
+from pyextender.plugins import gpu_topology
+from pyextender.plugins.gpu_rows import (
+    demand_of,
+    fgd_input,
+    free_whole,
+    milli_per_row,
+    pod_cpu,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Args:
+    weight: float = 1.0
+    """Weight of the fragmentation score among all score plugins."""
+    floor: bool = False
+    """Floor scores to integers, as the FGD paper's simulator does (more ties)."""
+    scale_milli: float = 1000.0
+    """Δ (milli-GPU) that moves the score from 50 to 73 (sigmoid temperature)."""
+
+
+def gradient(ctx: PodContext, rows: IntArray) -> tuple[np.ndarray, np.ndarray]:
+    """(Δ in milli-GPU of F per row, NO_FIT rows as -inf; best GPU per row or -1)."""
+    demand = demand_of(ctx)
+    classes = ctx.state.gpu.classes()
+    if classes.size == 0 or rows.shape[0] == 0:
+        return np.zeros(rows.shape[0]), np.full(rows.shape[0], -1, dtype=np.int32)
+    milli = milli_per_row(ctx, rows, demand)
+    res = fgd_scores(fgd_input(ctx, rows), classes, pod_cpu(ctx), milli, demand.count)
+    delta = np.where(res.delta == NO_FIT, -np.inf, res.delta / classes.weight_sum)
+    return delta, res.gpu
+
+
+class GpuShare:
+    name = "gpu-share"
+
+    def __init__(self, args: Args) -> None:
+        self.args = args
+
+    def filter(self, ctx: PodContext, rows: IntArray) -> FilterResult:
+        demand = demand_of(ctx)
+        n = rows.shape[0]
+        if demand.none:
+            return FilterResult.all_pass(n)
+        gpu = ctx.state.gpu
+        codes = np.zeros(n, dtype=np.int8)
+        reason_ids = np.zeros(n, dtype=np.int32)
+        count = gpu.count[rows]
+        usable = gpu.usable[rows]
+        if demand.whole:
+            reasons = [
+                "",
+                f"fewer than {demand.count} wholly free GPUs",
+                f"node has fewer than {demand.count} GPUs",
+            ]
+            short = free_whole(ctx, rows) < demand.count
+            never = count < demand.count
+        else:
+            milli = milli_per_row(ctx, rows, demand)
+            share = demand.milli or demand.memory_mib
+            unit = "milli-GPU" if demand.milli else "MiB GPU memory"
+            reasons = [
+                "",
+                f"no GPU with {share} {unit} free",
+                f"no GPU can hold {share} {unit} (none, or GPU memory unknown or too small)",
+            ]
+            short = ~(gpu.free_milli[rows] >= milli[:, None]).any(axis=1)
+            never = (count == 0) | (milli > MILLI)
+        reasons.append("GPU topology annotation is invalid; GPUs unusable")
+        broken = ~usable & (count > 0)
+        codes[short] = Code.UNSCHEDULABLE
+        reason_ids[short] = 1
+        codes[never] = Code.UNRESOLVABLE
+        reason_ids[never] = 2
+        codes[broken] = Code.UNRESOLVABLE
+        reason_ids[broken] = 3
+        return FilterResult(codes=codes, reason_ids=reason_ids, reasons=reasons)
+
+    def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:
+        delta, _ = gradient(ctx, rows)
+        with np.errstate(over="ignore"):
+            score = 100.0 / (1.0 + np.exp(-delta / self.args.scale_milli))
+        if self.args.floor:
+            score = np.floor(score)
+        result: FloatArray = score
+        return result
+
+
+def choose_gpus(ctx: PodContext, row: int, floor: bool = False) -> tuple[int, ...]:
+    """GPU indices for the pod on ``row`` (what the bind step writes on the pod).
+
+    Sharing pod: the GPU of the largest Δ (lowest index on ties; with ``floor``
+    ties are taken on the paper's integer scores). Whole-GPU pod: the
+    topology-best set (gpu-topology). No GPUs: ().
+    """
+    demand = demand_of(ctx)
+    if demand.none:
+        return ()
+    if demand.whole:
+        return gpu_topology.choose_gpus(ctx, row)
+    rows = np.asarray([row], dtype=np.int64)
+    classes = ctx.state.gpu.classes()
+    milli = milli_per_row(ctx, rows, demand)
+    if classes.size == 0:
+        return best_fit_gpu(ctx, row)
+    deltas = fgd_gpu_deltas(fgd_input(ctx, rows), classes, pod_cpu(ctx), milli)[0]
+    if int(deltas.max()) == NO_FIT:
+        return ()
+    if floor:
+        with np.errstate(over="ignore"):
+            sig = 100.0 / (1.0 + np.exp(-deltas / classes.weight_sum / 1000.0))
+        score = np.where(deltas == NO_FIT, -1.0, np.floor(sig))
+        return (int(score.argmax()),)
+    return (int(deltas.argmax()),)
+
+
+def best_fit_gpu(ctx: PodContext, row: int) -> tuple[int, ...]:
+    """The fitting GPU with the least free milli (lowest index on ties), or ()."""
+    demand = demand_of(ctx)
+    rows = np.asarray([row], dtype=np.int64)
+    milli = int(milli_per_row(ctx, rows, demand)[0])
+    gpu = ctx.state.gpu
+    free = gpu.free_milli[row, : gpu.count[row]].astype(np.int64)
+    fits = np.flatnonzero(free >= milli)
+    if fits.shape[0] == 0 or not gpu.usable[row]:
+        return ()
+    return (int(fits[np.argmin(free[fits])]),)
+
+
+SPEC = PluginSpec(
+    name="gpu-share",
+    args_type=Args,
+    factory=GpuShare,
+    summary="GPU fit per device; score by fragmentation gradient (FGD) for all GPU pods.",
+)

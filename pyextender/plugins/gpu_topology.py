@@ -1,0 +1,130 @@
+"""gpu-topology: whole-GPU pods go where k free GPUs share an NVLink domain and
+leave the fewest unusable holes behind.
+
+Per node the topology-loss kernel (pyextender.kernels.topology_loss) finds
+the best k-GPU set, its quality (1 / domains crossed) and the loss (growth of
+the node's fragmentation for the whole-GPU request sizes the cluster sees).
+raw = weight · quality − loss_weight · loss ∈ [−loss_weight, weight + loss_weight],
+mapped linearly onto 0..100. Arguments as in the ``gpu-aware`` plugin of
+Volcano deployments: ``weight`` and ``loss.weight``. Pods without whole GPUs
+score 0 everywhere (no preference).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pyextender.framework.interfaces import FilterResult, FloatArray, IntArray, PodContext
+from pyextender.framework.registry import PluginSpec
+from pyextender.framework.status import Code
+from pyextender.kernels.topology_loss import Layouts, TopologyKernel, TopologyResult
+from pyextender.plugins.gpu_rows import demand_of
+
+_local = threading.local()
+
+
+def _kernel() -> TopologyKernel:
+    """The kernel keeps a memo buffer: one per thread."""
+    kern = getattr(_local, "kernel", None)
+    if kern is None:
+        kern = TopologyKernel()
+        _local.kernel = kern
+    return kern
+
+
+@dataclass(frozen=True, slots=True)
+class Args:
+    weight: float = 1.0
+    """Weight of this plugin among score plugins, and of GPU-set quality in the formula."""
+    loss_weight: float = field(default=1.0, metadata={"key": "loss.weight"})
+    """Weight of the fragmentation loss in the formula (YAML key ``loss.weight``)."""
+    single_domain: bool = False
+    """Filter out nodes where the k GPUs would cross NVLink domains (hard topology)."""
+
+
+def evaluate(ctx: PodContext, rows: IntArray, args: Args | None = None) -> TopologyResult:
+    """Kernel result for the rows (cached per cycle for the same rows)."""
+    key = "gpu-topology.result"
+    cached = ctx.scratch.get(key)
+    if isinstance(cached, tuple) and cached[0] is rows:
+        result: TopologyResult = cached[1]
+        return result
+    a = args or Args()
+    gpu = ctx.state.gpu
+    sizes, weights = gpu.classes().whole_gpu_sizes()
+    layouts = Layouts(gpu.layout_count, gpu.layout_domain)
+    result = _kernel().run(
+        gpu.free_mask[rows], gpu.layout[rows], layouts, demand_of(ctx).count,
+        sizes, weights, a.weight, a.loss_weight,
+    )  # fmt: skip
+    ctx.scratch[key] = (rows, result)
+    return result
+
+
+class GpuTopology:
+    name = "gpu-topology"
+
+    def __init__(self, args: Args) -> None:
+        self.args = args
+
+    def filter(self, ctx: PodContext, rows: IntArray) -> FilterResult:
+        demand = demand_of(ctx)
+        n = rows.shape[0]
+        if not demand.whole:
+            return FilterResult.all_pass(n)
+        res = evaluate(ctx, rows, self.args)
+        codes = np.zeros(n, dtype=np.int8)
+        reason_ids = np.zeros(n, dtype=np.int32)
+        reasons = [
+            "",
+            f"fewer than {demand.count} wholly free GPUs",
+            f"no NVLink domain has {demand.count} free GPUs",
+        ]
+        short = res.domains == 0
+        codes[short] = Code.UNSCHEDULABLE
+        reason_ids[short] = 1
+        if self.args.single_domain:
+            split = res.domains > 1
+            codes[split] = Code.UNSCHEDULABLE
+            reason_ids[split] = 2
+        return FilterResult(codes=codes, reason_ids=reason_ids, reasons=reasons)
+
+    def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:
+        if not demand_of(ctx).whole:
+            return np.zeros(rows.shape[0])
+        res = evaluate(ctx, rows, self.args)
+        w, lw = self.args.weight, self.args.loss_weight
+        span = w + 2.0 * lw
+        if span <= 0:
+            return np.zeros(rows.shape[0])
+        result: FloatArray = np.where(
+            res.domains > 0, np.clip(100.0 * (res.score + lw) / span, 0.0, 100.0), 0.0
+        )
+        return result
+
+
+def choose_gpus(ctx: PodContext, row: int) -> tuple[int, ...]:
+    """The topology-best GPU set of a whole-GPU pod on ``row``; () otherwise."""
+    demand = demand_of(ctx)
+    if not demand.whole:
+        return ()
+    gpu = ctx.state.gpu
+    sizes, weights = gpu.classes().whole_gpu_sizes()
+    rows = np.asarray([row], dtype=np.int64)
+    res = _kernel().run(
+        gpu.free_mask[rows], gpu.layout[rows], Layouts(gpu.layout_count, gpu.layout_domain),
+        demand.count, sizes, weights,
+    )  # fmt: skip
+    mask = int(res.mask[0])
+    return tuple(j for j in range(int(gpu.count[row])) if (mask >> j) & 1)
+
+
+SPEC = PluginSpec(
+    name="gpu-topology",
+    args_type=Args,
+    factory=GpuTopology,
+    summary="Whole-GPU pods: fewest NVLink domains crossed, least fragmentation loss.",
+)

@@ -1,0 +1,67 @@
+"""nodeorder: least-allocated, most-allocated and balanced-allocation scores.
+
+Node affinity, pod affinity, taints and image locality are scored by
+kube-scheduler itself before it calls us, so they are not repeated here.
+
+least:    100 × Σ w_r·(1 − u_r) / Σ w_r
+most:     100 × Σ w_r·u_r / Σ w_r
+balanced: 100 × (1 − std(u_r))       (u_r: fraction used after placement)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyextender.api.resources import CPU, GPU, MEMORY
+from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
+from pyextender.framework.registry import PluginSpec
+from pyextender.plugins.usage import utilisation_after
+
+
+@dataclass(frozen=True, slots=True)
+class Args:
+    weight: float = 1.0
+    """Weight of the nodeorder score among all score plugins."""
+    leastrequested_weight: float = 1.0
+    """Weight of the least-allocated part."""
+    mostrequested_weight: float = 0.0
+    """Weight of the most-allocated part."""
+    balancedresource_weight: float = 1.0
+    """Weight of the balanced-allocation part."""
+
+
+_RESOURCES = {CPU: 1.0, MEMORY: 1.0, GPU: 1.0}
+
+
+class NodeOrder:
+    name = "nodeorder"
+
+    def __init__(self, args: Args) -> None:
+        self.args = args
+
+    def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:
+        a = self.args
+        frac, w = utilisation_after(ctx, rows, _RESOURCES)
+        n = rows.shape[0]
+        total_w = a.leastrequested_weight + a.mostrequested_weight + a.balancedresource_weight
+        if w.shape[0] == 0 or total_w <= 0:
+            return np.zeros(n)
+        mean_used = (frac @ w) / w.sum()
+        balanced = 1.0 - frac.std(axis=1) if frac.shape[1] > 1 else np.ones(n)
+        mix = (
+            a.leastrequested_weight * (1.0 - mean_used)
+            + a.mostrequested_weight * mean_used
+            + a.balancedresource_weight * balanced
+        )
+        result: FloatArray = MAX_NODE_SCORE * mix / total_w
+        return result
+
+
+SPEC = PluginSpec(
+    name="nodeorder",
+    args_type=Args,
+    factory=NodeOrder,
+    summary="Least-allocated, most-allocated and balanced-allocation node scores.",
+)

@@ -1,0 +1,57 @@
+"""Creates Binding objects through the API server (blocking; run in a thread)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import msgspec
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+
+class BindConflict(Exception):
+    """The API server refused the binding: the pod is bound already, or its UID changed."""
+
+
+class Binder(Protocol):
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+class ApiBinder:
+    """POST pods/binding, as kube-scheduler's DefaultBinder does."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.core = client.CoreV1Api(api)
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        meta: dict[str, Any] = {"name": name, "namespace": namespace}
+        if uid:
+            meta["uid"] = uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            # _preload_content=False: the generated V1Binding model rejects the reply
+            create: Any = self.core.create_namespaced_binding
+            create(namespace, body, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 409:
+                raise BindConflict(str(exc.reason)) from exc
+            raise
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod as JSON, or None when it does not exist."""
+        try:
+            read: Any = self.core.read_namespaced_pod
+            resp = read(name, namespace, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        doc: dict[str, Any] = msgspec.json.decode(resp.data)
+        return doc

@@ -1,0 +1,68 @@
+"""``pyextender serve``: run the extender sidecar."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from pyextender.api.names import SCHEDULER_NAME
+from pyextender.server.http import DEFAULT_MAX_BODY_BYTES
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "serve",
+        help="run the kube-scheduler extender sidecar",
+        description=(
+            "Serve kube-scheduler's extender verbs (filter, prioritize, preempt, bind) "
+            "from a cache of nodes and pods kept by list+watch. /readyz turns 200 "
+            "after the first full sync; /metrics serves Prometheus metrics."
+        ),
+    )
+    p.add_argument(
+        "--kubeconfig", help="kubeconfig path (default: in-cluster, $KUBECONFIG, ~/.kube/config)"
+    )
+    p.add_argument(
+        "--config", help="scheduler config YAML (Volcano actions + tiers); default: built-in"
+    )
+    p.add_argument("--address", default="127.0.0.1", help="listen address (default %(default)s)")
+    p.add_argument("--port", type=int, default=8888, help="listen port (default %(default)s)")
+    p.add_argument(
+        "--scheduler-name",
+        default=SCHEDULER_NAME,
+        help="schedulerName of the pods we schedule (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="largest request body accepted, bytes (default %(default)s)",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pyextender.server.app import ServeOptions, serve
+    from pyextender.server.sched_config import load_plugins
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    plugins = load_plugins(args.config)
+    opts = ServeOptions(
+        kubeconfig=args.kubeconfig,
+        address=args.address,
+        port=args.port,
+        scheduler_name=args.scheduler_name,
+        plugins=plugins,
+        max_body_bytes=args.max_body_bytes,
+    )
+    try:
+        import uvloop
+
+        return uvloop.run(serve(opts))
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,219 @@
+"""The extender verbs: filter, prioritize, preempt, bind.
+
+Pure logic over the cache and a profile; HTTP framing lives in http.py.
+Filter and prioritize run inside kube-scheduler's serial cycle, so they only
+do array work on rows (no API calls, no per-node Python objects beyond the
+reply itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import numpy as np
+
+from pyextender.api.extender import (
+    MAX_EXTENDER_PRIORITY,
+    ExtenderArgs,
+    ExtenderBindingArgs,
+    ExtenderBindingResult,
+    ExtenderFilterResult,
+    ExtenderPreemptionArgs,
+    ExtenderPreemptionResult,
+    HostPriority,
+)
+from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict
+from pyextender.cache.cluster import ClusterCache
+from pyextender.framework.interfaces import MAX_NODE_SCORE, PodContext
+from pyextender.framework.runtime import Profile
+from pyextender.framework.status import Code
+from pyextender.server.binder import BindConflict, Binder
+from pyextender.server.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+NOT_IN_CACHE = "node is not in the pyextender cache yet"
+
+
+class BadRequest(ValueError):
+    """The request is well-formed JSON but cannot be served; names the problem."""
+
+
+def _node_names(args: ExtenderArgs) -> list[str]:
+    if args.NodeNames is not None:
+        return args.NodeNames
+    if args.Nodes is not None:
+        items = args.Nodes.get("items")
+        if not isinstance(items, list):
+            raise BadRequest("Nodes.items must be a list")
+        names: list[str] = []
+        for item in items:
+            name = ((item or {}).get("metadata") or {}).get("name")
+            if not isinstance(name, str):
+                raise BadRequest("Nodes.items[].metadata.name must be a string")
+            names.append(name)
+        return names
+    return []
+
+
+class Extender:
+    """Answers kube-scheduler's extender calls from the cache."""
+
+    def __init__(
+        self,
+        cache: ClusterCache,
+        profile: Profile,
+        binder: Binder,
+        metrics: Metrics,
+    ) -> None:
+        self.cache = cache
+        self.profile = profile
+        self.binder = binder
+        self.metrics = metrics
+
+    # -- helpers -------------------------------------------------------------
+    def _pod(self, raw: dict[str, Any] | None) -> PodInfo:
+        if raw is None:
+            raise BadRequest("Pod is required")
+        try:
+            return pod_from_dict(raw)
+        except ObjectError as exc:
+            raise BadRequest(f"Pod: {exc}") from exc
+
+    def _ours(self, pod: PodInfo) -> bool:
+        return pod.scheduler_name == self.cache.scheduler_name
+
+    def _context(self, pod: PodInfo) -> PodContext:
+        state = self.cache.state
+        return PodContext(pod=pod, state=state, request=state.vector(pod.requests))
+
+    # -- verbs -----------------------------------------------------------------
+    def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
+        pod = self._pod(args.Pod)
+        names = _node_names(args)
+        if not self._ours(pod):
+            # Not our pod (a misconfigured scheduler sent it): do not interfere.
+            return ExtenderFilterResult(
+                NodeNames=names if args.NodeNames is not None else None,
+                Nodes=args.Nodes,
+                FailedNodes={},
+                FailedAndUnresolvableNodes={},
+            )
+        rows, unknown = self.cache.state.rows_of(names)
+        outcome = self.profile.filter(self._context(pod), rows)
+        codes = outcome.codes
+        state_names = self.cache.state.node_names
+        row_list = rows.tolist()
+        passed = [state_names[r] for r, c in zip(row_list, codes.tolist(), strict=True) if c == 0]
+        failed: dict[str, str] = {n: NOT_IN_CACHE for n in unknown}
+        unresolvable: dict[str, str] = {}
+        for i in np.flatnonzero(codes).tolist():
+            name = state_names[row_list[i]]
+            if codes[i] == Code.UNRESOLVABLE:
+                unresolvable[name] = outcome.reasons[i]
+            else:
+                failed[name] = outcome.reasons[i]
+        if args.NodeNames is not None or args.Nodes is None:
+            return ExtenderFilterResult(
+                NodeNames=passed, FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable
+            )
+        keep = set(passed)
+        items = [i for i in args.Nodes.get("items") or [] if i["metadata"]["name"] in keep]
+        return ExtenderFilterResult(
+            Nodes={**args.Nodes, "items": items},
+            FailedNodes=failed,
+            FailedAndUnresolvableNodes=unresolvable,
+        )
+
+    def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
+        pod = self._pod(args.Pod)
+        names = _node_names(args)
+        if not self._ours(pod):
+            return [HostPriority(Host=n, Score=0) for n in names]
+        rows, unknown = self.cache.state.rows_of(names)
+        scores = self.profile.score(self._context(pod), rows)
+        # 0..100 -> 0..10, rounded to nearest
+        ext = np.rint(scores * (MAX_EXTENDER_PRIORITY / MAX_NODE_SCORE)).astype(np.int64)
+        state_names = self.cache.state.node_names
+        out = [
+            HostPriority(Host=state_names[r], Score=s)
+            for r, s in zip(rows.tolist(), ext.tolist(), strict=True)
+        ]
+        out.extend(HostPriority(Host=n, Score=0) for n in unknown)
+        return out
+
+    def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
+        """Pass kube-scheduler's victim proposals through (policy arrives with preemption)."""
+        self._pod(args.Pod)
+        if args.NodeNameToMetaVictims is not None:
+            return ExtenderPreemptionResult(NodeNameToMetaVictims=args.NodeNameToMetaVictims)
+        meta: dict[str, Any] = {}
+        for node, victims in (args.NodeNameToVictims or {}).items():
+            if victims is None:
+                meta[node] = None
+                continue
+            uids = [
+                {"UID": str(((p or {}).get("metadata") or {}).get("uid") or "")}
+                for p in victims.Pods or []
+            ]
+            meta[node] = {"Pods": uids, "NumPDBViolations": victims.NumPDBViolations}
+        from msgspec import convert
+
+        return convert({"NodeNameToMetaVictims": meta}, ExtenderPreemptionResult)
+
+    async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
+        if not args.PodName or not args.PodNamespace or not args.Node:
+            raise BadRequest("PodName, PodNamespace and Node are required")
+        key = f"{args.PodNamespace}/{args.PodName}"
+        pod = self.cache.pods_by_key.get(key)
+        if pod is None:
+            # The watch has not shown us the pod yet: read it, so the fit guard runs.
+            raw = await asyncio.to_thread(self.binder.read_pod, args.PodNamespace, args.PodName)
+            if raw is None:
+                self.metrics.binds.labels("error").inc()
+                return ExtenderBindingResult(Error=f"pod {key} does not exist")
+            pod = pod_from_dict(raw)
+        row = self.cache.state.index.get(args.Node)
+        if row is None:
+            self.metrics.binds.labels("no_fit").inc()
+            return ExtenderBindingResult(Error=f"node {args.Node}: {NOT_IN_CACHE}")
+        if pod.node_name == args.Node:
+            self.metrics.binds.labels("already_bound").inc()
+            return ExtenderBindingResult()
+        if pod.node_name:
+            self.metrics.binds.labels("conflict").inc()
+            return ExtenderBindingResult(Error=f"pod {key} is already bound to {pod.node_name}")
+        held = self.cache.state.pods.get(pod.uid)
+        if held is None or held.node != row:
+            # Final guard: the node must still fit, counting binds in flight.
+            outcome = self.profile.filter(self._context(pod), np.asarray([row], dtype=np.int64))
+            if outcome.codes[0] != Code.SUCCESS:
+                self.metrics.binds.labels("no_fit").inc()
+                return ExtenderBindingResult(
+                    Error=f"pod {key} no longer fits node {args.Node}: {outcome.reasons[0]}"
+                )
+            self.cache.assume(pod, args.Node)
+        uid = args.PodUID or pod.uid
+        try:
+            await asyncio.to_thread(
+                self.binder.bind, args.PodNamespace, args.PodName, uid, args.Node
+            )
+        except BindConflict as exc:
+            raw = await asyncio.to_thread(self.binder.read_pod, args.PodNamespace, args.PodName)
+            current = ((raw or {}).get("spec") or {}).get("nodeName")
+            if current == args.Node:
+                self.metrics.binds.labels("already_bound").inc()
+                return ExtenderBindingResult()
+            self.cache.forget_assumed(pod.uid)
+            self.metrics.binds.labels("conflict").inc()
+            return ExtenderBindingResult(Error=f"binding {key} to {args.Node}: {exc}")
+        except Exception as exc:
+            self.cache.forget_assumed(pod.uid)
+            self.metrics.binds.labels("error").inc()
+            log.warning("bind %s -> %s failed: %s", key, args.Node, exc)
+            return ExtenderBindingResult(Error=f"binding {key} to {args.Node}: {exc}")
+        self.metrics.binds.labels("bound").inc()
+        log.info("bound %s to %s", key, args.Node)
+        return ExtenderBindingResult()

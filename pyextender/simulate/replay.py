@@ -1,0 +1,161 @@
+"""One replay run: one policy, one seed, every pod through ClusterState + Profile.
+
+The loop is the scheduler's cycle in miniature: filter all nodes, score the
+feasible ones, take the top score (ties: lowest rank in the seed's node
+permutation), let the policy pick GPU indices (the bind step's job), annotate
+the pod with them and add it to the state. After every attempt it records
+arrived demand, allocated GPU milli and the cluster's FGD fragmentation
+(kept per node, updated only for the node that changed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pyextender.api import names
+from pyextender.api.objects import NodeInfo, PodInfo
+from pyextender.api.resources import CPU, GPU, MEMORY, PODS, PYEXTENDER_GPU_MILLI
+from pyextender.cache.state import ClusterState
+from pyextender.framework.interfaces import IntArray, PodContext
+from pyextender.framework.runtime import Profile
+from pyextender.kernels.gpu_share import fgd_scores
+from pyextender.plugins.gpu_rows import fgd_input
+from pyextender.simulate.protocol import Curves, bucket, node_order, task_classes
+from pyextender.simulate.trace import NodeRow, PodRow
+
+F64 = npt.NDArray[np.float64]
+MIB = 2**20
+
+Chooser = Callable[[PodContext, int], tuple[int, ...]]
+"""(pod context, chosen row) -> GPU indices written on the pod at bind."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A named way to schedule: a Profile and a GPU chooser, built fresh per seed."""
+
+    name: str
+    build: Callable[[int], tuple[Profile, Chooser]]
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    policy: str
+    seed: int
+    pods: int
+    placed: int
+    curves: Curves
+    seconds: float
+
+
+def build_state(nodes: Sequence[NodeRow]) -> ClusterState:
+    """A ClusterState of the trace's nodes (GPU model from the NFD label, flat topology)."""
+    state = ClusterState(capacity=len(nodes))
+    for node in nodes:
+        labels = {names.GPU_MODEL_LABEL: node.model} if node.model else {}
+        state.set_node(
+            NodeInfo(
+                name=node.name,
+                allocatable={
+                    CPU: node.cpu_milli,
+                    MEMORY: node.memory_mib * MIB,
+                    PODS: 1_000_000,  # the trace has no pod-count limit
+                    GPU: node.gpus,
+                },
+                labels=labels,
+            )
+        )
+    return state
+
+
+def pod_info(pod: PodRow, uid: int) -> PodInfo:
+    """The Kubernetes view of a trace pod: whole GPUs as nvidia.com/gpu, shares as milli."""
+    requests = {CPU: pod.cpu_milli, MEMORY: pod.memory_mib * MIB}
+    annotations: dict[str, str] = {}
+    if pod.num_gpu > 0 and pod.gpu_milli >= 1000:
+        requests[GPU] = pod.num_gpu
+    elif pod.num_gpu > 0 and pod.gpu_milli > 0:
+        annotations[PYEXTENDER_GPU_MILLI] = str(pod.gpu_milli)
+    return PodInfo(
+        namespace="replay",
+        name=pod.name,
+        uid=str(uid),
+        scheduler_name=names.SCHEDULER_NAME,
+        node_name="",
+        phase="Pending",
+        requests=requests,
+        annotations=annotations,
+    )
+
+
+def _frag(state: ClusterState, rows: IntArray) -> npt.NDArray[np.int64]:
+    """Weighted FGD fragmentation W of the rows (see kernels.gpu_share)."""
+    ctx = PodContext(pod=pod_info(PodRow("", 0, 0, 0, 0, ()), -1), state=state, request=np.zeros(1, dtype=np.int64)
+    )
+    classes = state.gpu.classes()
+    res = fgd_scores(fgd_input(ctx, rows), classes, 0, np.zeros(rows.shape[0], np.int64), 0)
+    return res.before
+
+
+def replay(
+    nodes: Sequence[NodeRow],
+    original: Sequence[PodRow],
+    arrivals: Sequence[PodRow],
+    policy: Policy,
+    seed: int,
+    clock: Callable[[], float],
+) -> RunResult:
+    start = clock()
+    state = build_state(nodes)
+    state.gpu.fixed_classes = task_classes(original, state.gpu.model_id)
+    w_sum = state.gpu.fixed_classes.weight_sum
+    profile, choose = policy.build(seed)
+    rows = state.live_rows()
+    rank = node_order(rows.shape[0], seed)
+    total_milli = 1000.0 * float(state.gpu.count[rows].sum())
+    frag = _frag(state, rows)
+    frag_sum = int(frag.sum())
+    n = len(arrivals)
+    arrived = np.empty(n)
+    allocated = np.empty(n)
+    frag_total = np.empty(n)
+    a = u = 0
+    placed = 0
+    for i, row_pod in enumerate(arrivals):
+        pod = pod_info(row_pod, i)
+        ctx = PodContext(pod=pod, state=state, request=state.vector(pod.requests))
+        feasible = profile.filter(ctx, rows).feasible()
+        a += row_pod.demand
+        if feasible.shape[0]:
+            scores = profile.score(ctx, feasible)
+            top = feasible[scores == scores.max()]
+            row = int(top[np.argmin(rank[top])]) if top.shape[0] > 1 else int(top[0])
+            gpus = choose(ctx, row)
+            if gpus:
+                pod.annotations[names.GPU_INDEX_ANNOTATION] = ",".join(map(str, gpus))
+            pod.node_name = state.node_names[row]
+            state.add_pod(pod, pod.node_name)
+            u += row_pod.demand
+            placed += 1
+            one = np.asarray([row], dtype=np.int64)
+            new = int(_frag(state, one)[0])
+            frag_sum += new - int(frag[row])
+            frag[row] = new
+        arrived[i] = a
+        allocated[i] = u
+        frag_total[i] = frag_sum / w_sum
+    idle = total_milli - allocated
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(idle > 0, 100.0 * frag_total / idle, 0.0)
+    curves = bucket(
+        100.0 * arrived / total_milli,
+        100.0 * allocated / total_milli,
+        100.0 * frag_total / total_milli,
+        ratio,
+    )
+    return RunResult(policy.name, seed, n, placed, curves, clock() - start)
