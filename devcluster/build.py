@@ -88,8 +88,12 @@ def ensure_binaries(quiet: bool = False) -> dict[str, Path]:
         cmd += [pkg for _, pkg in missing]
         env = dict(os.environ, GOFLAGS="-mod=mod", CGO_ENABLED="0")
         proc = subprocess.Popen(
-            cmd, cwd=GO_DIR / comp.folder, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
+            cmd,
+            cwd=GO_DIR / comp.folder,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         assert proc.stdout is not None
         for line in proc.stdout:

@@ -9,6 +9,7 @@ their process groups.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -93,7 +94,9 @@ class Cluster:
     def _say(self, msg: str) -> None:
         print(f"devcluster[{self.name}]: {msg}", file=sys.stderr, flush=True)
 
-    def _spawn(self, st: ClusterState, role: str, cmd: list[str], env: dict[str, str] | None = None) -> None:
+    def _spawn(
+        self, st: ClusterState, role: str, cmd: list[str], env: dict[str, str] | None = None
+    ) -> None:
         log = open(Path(st.logs) / f"{role}.log", "ab")  # noqa: SIM115 - child owns it
         proc = subprocess.Popen(
             cmd,
@@ -127,7 +130,10 @@ class Cluster:
         if self.dir.exists():
             shutil.rmtree(self.dir)
         (self.dir / "logs").mkdir(parents=True)
-        ports = {k: free_port() for k in ("etcd", "etcd_peer", "apiserver", "sched_default", "sched_volcano")}
+        ports = {
+            k: free_port()
+            for k in ("etcd", "etcd_peer", "apiserver", "sched_default", "sched_volcano")
+        }
         ext_port = extender_port or free_port()
         server = f"https://127.0.0.1:{ports['apiserver']}"
         st = ClusterState(
@@ -194,7 +200,9 @@ class Cluster:
             ],
         )
 
-    def _start_apiserver(self, st: ClusterState, binary: Path, pki_dir: Path, timeout: float) -> None:
+    def _start_apiserver(
+        self, st: ClusterState, binary: Path, pki_dir: Path, timeout: float
+    ) -> None:
         p = st.ports
         self._say(f"starting kube-apiserver on {st.server}")
         self._spawn(
@@ -256,7 +264,9 @@ class Cluster:
         k8s_config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
         return k8s.ApiClient(cfg)
 
-    def _create_nodes(self, st: ClusterState, nodes: int, shape: NodeShape, supernodes: int) -> None:
+    def _create_nodes(
+        self, st: ClusterState, nodes: int, shape: NodeShape, supernodes: int
+    ) -> None:
         from kubernetes import client as k8s
 
         self._say(f"creating {nodes} kwok nodes ({shape.gpus} GPUs each)")
@@ -321,8 +331,12 @@ class Cluster:
         if st is None:
             raise RuntimeError(f"cluster {self.name!r} is not up")
         cmd = [
-            sys.executable, "-m", "pyextender.cli", "serve",
-            f"--kubeconfig={st.kubeconfig}", f"--port={st.extender_port}",
+            sys.executable,
+            "-m",
+            "pyextender.cli",
+            "serve",
+            f"--kubeconfig={st.kubeconfig}",
+            f"--port={st.extender_port}",
         ] + (extra_args or [])
         self._spawn(st, role, cmd)
         return st.pids[role]
@@ -398,15 +412,11 @@ def _terminate(pid: int, sig: int, grace: float = 10.0) -> None:
     while time.monotonic() < deadline and _alive(pid):
         _reap(pid)
         time.sleep(0.05)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     _reap(pid)
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass

@@ -69,7 +69,11 @@ def node_manifest(name: str, shape: NodeShape, supernode: str | None) -> dict[st
         "status": {
             "capacity": capacity,
             "allocatable": capacity,
-            "nodeInfo": {"kubeletVersion": "fake", "architecture": "amd64", "operatingSystem": "linux"},
+            "nodeInfo": {
+                "kubeletVersion": "fake",
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+            },
         },
     }
 

@@ -198,8 +198,10 @@ class GpuState:
             if self.tiers[row, 0] != tier1:
                 self.tiers[row, 0] = tier1
                 self.row_version[row] += 1
-        if row in self._topology and self._topology[row] == topo and (
-            bool(self.usable[row]) == (topo is not None)
+        if (
+            row in self._topology
+            and self._topology[row] == topo
+            and (bool(self.usable[row]) == (topo is not None))
         ):
             return warnings
         self._topology[row] = topo

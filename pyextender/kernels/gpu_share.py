@@ -221,9 +221,7 @@ def fgd_scores_python(
     return _run(None, nodes, classes, req_cpu, req_milli, req_num)
 
 
-def _weighted_frag(
-    free: I64, cpu: I64, model: I32, classes: TaskClasses
-) -> I64:
+def _weighted_frag(free: I64, cpu: I64, model: I32, classes: TaskClasses) -> I64:
     """W for each leading index of ``free`` [..., G] with ``cpu`` and ``model`` [...]."""
     u = classes.milli
     total = free.sum(axis=-1)

@@ -95,9 +95,7 @@ def supernode_loops(
         if p == d_count:
             break
         if ok and (
-            best_dom < 0
-            or broken < best_broken
-            or (broken == best_broken and total < best_total)
+            best_dom < 0 or broken < best_broken or (broken == best_broken and total < best_total)
         ):
             best_dom = dom
             best_broken = broken

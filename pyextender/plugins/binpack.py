@@ -7,26 +7,29 @@ own ``weight`` is applied by the profile, as for every plugin.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from pyextender.api.resources import CPU, GPU, MEMORY
 from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
+from pyextender.framework.plugin_args import arg, arguments
 from pyextender.framework.registry import PluginSpec
 from pyextender.plugins.usage import utilisation_after
 
 
-@dataclass(frozen=True, slots=True)
+@arguments
 class Args:
-    weight: float = 1.0
-    """Weight of the binpack score among all score plugins."""
-    cpu: float = 1.0
-    """Weight of CPU in the binpack formula."""
-    memory: float = 1.0
-    """Weight of memory in the binpack formula."""
-    resources: dict[str, float] = field(default_factory=lambda: {GPU: 1.0})
-    """Weights of extended resources, e.g. {"nvidia.com/gpu": 2}."""
+    weight: float = arg("Weight of the binpack score among all score plugins.", default=1.0)
+    cpu: float = arg("Weight of CPU in the binpack formula.", default=1.0)
+    memory: float = arg("Weight of memory in the binpack formula.", default=1.0)
+    resources: tuple[str, ...] = arg(
+        "Extended resources scored (Volcano: comma-separated binpack.resources).",
+        default=(GPU,),
+    )
+    resource_weights: dict[str, float] = arg(
+        "Weight per extended resource (binpack.resources.<name>); 1 when not given.",
+        default_factory=dict,
+        prefix="binpack.resources.",
+    )
 
 
 class Binpack:
@@ -34,7 +37,9 @@ class Binpack:
 
     def __init__(self, args: Args) -> None:
         self.args = args
-        self.weights = {CPU: args.cpu, MEMORY: args.memory, **args.resources}
+        self.weights = {CPU: args.cpu, MEMORY: args.memory}
+        for r in args.resources:
+            self.weights[r] = args.resource_weights.get(r, 1.0)
 
     def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:
         frac, w = utilisation_after(ctx, rows, self.weights)

@@ -6,8 +6,8 @@ whole-GPU pod needs k wholly free GPUs (kube-scheduler's count of
 
 Score (Weng et al., USENIX ATC'23): Δ = F(before) − F(after) of the node's
 fragmentation for the cluster's task classes, for a sharing pod on its best
-GPU; score = 100 · sigmoid(Δ / 1000 milli-GPU). ``floor`` reproduces the
-paper's integer scores (which create ties broken at random).
+GPU; score = 100 · sigmoid(Δ / 1000 milli-GPU). ``resolution`` 1 reproduces the
+paper's integer scores (which create ties broken at random; this helps).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from pyextender.plugins.gpu_rows import (
 class Args:
     weight: float = 1.0
     """Weight of the fragmentation score among all score plugins."""
-    floor: bool = False
-    """Floor scores to integers, as the FGD paper's simulator does (more ties)."""
+    resolution: float = 1.0
+    """Scores are rounded down to multiples of this (0 = exact). 1 = the FGD paper's
+    integer scores: nearly equal gradients tie and the tie-break spreads them."""
     scale_milli: float = 1000.0
     """Δ (milli-GPU) that moves the score from 50 to 73 (sigmoid temperature)."""
 
@@ -102,8 +103,9 @@ class GpuShare:
         delta, _ = gradient(ctx, rows)
         with np.errstate(over="ignore"):
             score = 100.0 / (1.0 + np.exp(-delta / self.args.scale_milli))
-        if self.args.floor:
-            score = np.floor(score)
+        step = self.args.resolution
+        if step > 0:
+            score = np.floor(score / step) * step
         result: FloatArray = score
         return result
 

@@ -10,26 +10,33 @@ balanced: 100 × (1 − std(u_r))       (u_r: fraction used after placement)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from pyextender.api.resources import CPU, GPU, MEMORY
 from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
+from pyextender.framework.plugin_args import arg, arguments
 from pyextender.framework.registry import PluginSpec
 from pyextender.plugins.usage import utilisation_after
 
 
-@dataclass(frozen=True, slots=True)
+@arguments
 class Args:
-    weight: float = 1.0
-    """Weight of the nodeorder score among all score plugins."""
-    leastrequested_weight: float = 1.0
-    """Weight of the least-allocated part."""
-    mostrequested_weight: float = 0.0
-    """Weight of the most-allocated part."""
-    balancedresource_weight: float = 1.0
-    """Weight of the balanced-allocation part."""
+    weight: float = arg("Weight of the nodeorder score among all score plugins.", default=1.0)
+    leastrequested_weight: float = arg("Weight of the least-allocated part.", default=1.0)
+    mostrequested_weight: float = arg("Weight of the most-allocated part.", default=0.0)
+    balancedresource_weight: float = arg("Weight of the balanced-allocation part.", default=1.0)
+    nodeaffinity_weight: float = arg(
+        "Accepted for Volcano compatibility; kube-scheduler scores node affinity.", default=0.0
+    )
+    podaffinity_weight: float = arg(
+        "Accepted for Volcano compatibility; kube-scheduler scores pod affinity.", default=0.0
+    )
+    tainttoleration_weight: float = arg(
+        "Accepted for Volcano compatibility; kube-scheduler scores taints.", default=0.0
+    )
+    imagelocality_weight: float = arg(
+        "Accepted for Volcano compatibility; kube-scheduler scores image locality.", default=0.0
+    )
 
 
 _RESOURCES = {CPU: 1.0, MEMORY: 1.0, GPU: 1.0}

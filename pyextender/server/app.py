@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import uvicorn
 from kubernetes import client
@@ -14,11 +12,13 @@ from kubernetes import client
 from pyextender.api.client import api_client
 from pyextender.cache.cluster import ClusterCache
 from pyextender.cache.informer import Informer
-from pyextender.framework.registry import PluginSpec
+from pyextender.framework.config import ConfigError, ConfigWatcher, SchedulerConfig
+from pyextender.plugins.registry import REGISTRY
 from pyextender.server.binder import ApiBinder
 from pyextender.server.http import ExtenderApp
 from pyextender.server.metrics import Metrics
 from pyextender.server.profile import build_profile
+from pyextender.server.sched_config import load, plugins_of
 from pyextender.server.verbs import Extender
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,8 @@ class ServeOptions:
     """Listen port of the extender HTTP server."""
     scheduler_name: str
     """schedulerName of the pods we schedule."""
-    plugins: Sequence[tuple[PluginSpec, Any]]
-    """Plugins (spec, validated args) in tier order."""
+    config_path: str | None
+    """Scheduler config file (reloaded on change); None for the built-in default."""
     max_body_bytes: int
     """Largest accepted request body, bytes."""
 
@@ -54,7 +54,7 @@ async def serve(opts: ServeOptions) -> int:
     core = client.CoreV1Api(api)
     cache = ClusterCache(opts.scheduler_name)
     metrics = Metrics()
-    profile = build_profile(opts.plugins, metrics.observe_plugin)
+    profile = build_profile(plugins_of(load(opts.config_path)), metrics.observe_plugin)
     informers = [
         Informer("nodes", core.list_node, loop, cache.replace_nodes, cache.node_event),
         Informer(
@@ -64,6 +64,19 @@ async def serve(opts: ServeOptions) -> int:
     for inf in informers:
         inf.start()
     extender = Extender(cache, profile, ApiBinder(api), metrics)
+    watcher_task: asyncio.Task[None] | None = None
+    if opts.config_path is not None:
+
+        def apply(config: SchedulerConfig) -> None:
+            extender.profile = build_profile(plugins_of(config), metrics.observe_plugin)
+            log.info("scheduler config reloaded: plugins %s", ", ".join(config.plugin_names))
+
+        def reject(exc: ConfigError) -> None:
+            metrics.config_errors.inc()
+            log.error("scheduler config change rejected, keeping the last good one: %s", exc)
+
+        watcher = ConfigWatcher(opts.config_path, REGISTRY, on_change=apply, on_error=reject)
+        watcher_task = asyncio.create_task(watcher.run())
 
     def ready() -> tuple[bool, str]:
         if cache.synced:
@@ -96,6 +109,8 @@ async def serve(opts: ServeOptions) -> int:
         await server.serve()
     finally:
         gauges.cancel()
+        if watcher_task is not None:
+            watcher_task.cancel()
         for inf in informers:
             inf.stop.set()
     return 0

@@ -49,6 +49,11 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.config_errors = Counter(
+            "pyextender_config_reload_errors_total",
+            "Scheduler config edits rejected (the last good config stays).",
+            registry=r,
+        )
         self.cache_nodes = Gauge(
             "pyextender_cache_nodes", "Nodes in the sidecar cache.", registry=r
         )

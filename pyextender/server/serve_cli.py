@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from typing import Any
 
 from pyextender.api.names import SCHEDULER_NAME
@@ -44,20 +45,25 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pyextender.framework.config import ConfigError
     from pyextender.server.app import ServeOptions, serve
-    from pyextender.server.sched_config import load_plugins
+    from pyextender.server.sched_config import load
 
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    plugins = load_plugins(args.config)
+    try:
+        load(args.config)
+    except ConfigError as exc:
+        print(f"pyextender serve: invalid scheduler config: {exc}", file=sys.stderr)
+        return 2
     opts = ServeOptions(
         kubeconfig=args.kubeconfig,
         address=args.address,
         port=args.port,
         scheduler_name=args.scheduler_name,
-        plugins=plugins,
+        config_path=args.config,
         max_body_bytes=args.max_body_bytes,
     )
     try:

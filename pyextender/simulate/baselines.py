@@ -20,9 +20,7 @@ MAX_GPU = 8_000.0  # milli-GPU
 
 def _free_cpu(ctx: PodContext, rows: IntArray) -> FloatArray:
     col = ctx.state.column["cpu"]
-    result: FloatArray = (ctx.state.alloc[rows, col] - ctx.state.used[rows, col]).astype(
-        np.float64
-    )
+    result: FloatArray = (ctx.state.alloc[rows, col] - ctx.state.used[rows, col]).astype(np.float64)
     return result
 
 

@@ -85,9 +85,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--seeds", type=parse_seeds, default=list(range(42, 52)), help="e.g. 42-51")
     p.add_argument("--plot", type=Path, help="write allocation vs arrived workload as PNG")
-    p.add_argument(
-        "--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes"
-    )
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")
     p.set_defaults(func=run)
 
 

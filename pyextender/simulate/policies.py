@@ -66,7 +66,7 @@ def _pyextender(seed: int) -> tuple[Profile, Chooser]:
 
 
 def _fgd(seed: int) -> tuple[Profile, Chooser]:
-    share = gpu_share.GpuShare(gpu_share.Args(floor=True))
+    share = gpu_share.GpuShare(gpu_share.Args(resolution=1.0))
 
     def choose(ctx: PodContext, row: int) -> tuple[int, ...]:
         return gpu_share.choose_gpus(ctx, row, floor=True)

@@ -86,9 +86,7 @@ class Curves:
     frag_ratio: F64
 
 
-def bucket(
-    arrived_pct: F64, alloc_pct: F64, frag_amount_pct: F64, frag_ratio_pct: F64
-) -> Curves:
+def bucket(arrived_pct: F64, alloc_pct: F64, frag_amount_pct: F64, frag_ratio_pct: F64) -> Curves:
     """Column means (§5); a column without events uses the events of X−1..X+1 (NaN if none)."""
     cols = np.floor(arrived_pct + 0.5).astype(np.int64)
 

@@ -95,7 +95,10 @@ def pod_info(pod: PodRow, uid: int) -> PodInfo:
 
 def _frag(state: ClusterState, rows: IntArray) -> npt.NDArray[np.int64]:
     """Weighted FGD fragmentation W of the rows (see kernels.gpu_share)."""
-    ctx = PodContext(pod=pod_info(PodRow("", 0, 0, 0, 0, ()), -1), state=state, request=np.zeros(1, dtype=np.int64)
+    ctx = PodContext(
+        pod=pod_info(PodRow("", 0, 0, 0, 0, ()), -1),
+        state=state,
+        request=np.zeros(1, dtype=np.int64),
     )
     classes = state.gpu.classes()
     res = fgd_scores(fgd_input(ctx, rows), classes, 0, np.zeros(rows.shape[0], np.int64), 0)

@@ -1,0 +1,252 @@
+"""Benchmark of the GPU placement kernels: numba vs numpy reference vs pure Python.
+
+    .venv/bin/python bench/kernels.py [--sizes 1000,5000,10000] [--quick]
+
+Clusters of N nodes × 8 GPUs with three NVLink layouts and random usage. Per
+kernel and size: per-call p50/p99 (µs) for the numba kernel, the numpy
+reference and the pure-Python reference (the same loops run by the
+interpreter over lists), the speed-ups from this run, and whether all three
+returned identical results. Compile time and cache-hit start-up time are
+measured in fresh subprocesses (cold numba cache dir, then the same dir).
+Budget (DESIGN.md §5): topology-loss + supernode ≤ 100 µs per call at 10,000
+nodes, ≥ 100× pure Python, ≥ 5× numpy. The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pyextender.cache.task_classes import TaskClass, TaskClasses
+from pyextender.kernels.gpu_share import (
+    FgdInput,
+    fgd_scores,
+    fgd_scores_numpy,
+    fgd_scores_python,
+)
+from pyextender.kernels.supernode import (
+    GangShape,
+    plan_supernodes,
+    plan_supernodes_numpy,
+    plan_supernodes_python,
+)
+from pyextender.kernels.topology_loss import Layouts, TopologyKernel, topology_numpy
+
+STRIDE = 16  # GPU slots per node row, as in GpuState
+GPUS = 8
+NODES_PER_SUPERNODE = 32
+LAYOUTS = ([0, 0, 0, 0, 1, 1, 1, 1], [0] * 8, [0, 0, 1, 1, 2, 2, 3, 3])
+
+
+def cluster(n: int, seed: int = 7) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    count = np.full(n, GPUS, dtype=np.int32)
+    used = rng.random((n, GPUS)) < 0.4
+    partial = rng.random((n, GPUS)) < 0.15
+    free = np.where(used, 0, 1000)
+    free = np.where(partial & ~used, rng.choice([200, 500, 700], size=(n, GPUS)), free)
+    free_milli = np.zeros((n, STRIDE), dtype=np.int32)
+    free_milli[:, :GPUS] = free
+    mask = ((free_milli[:, :GPUS] >= 1000).astype(np.int64) << np.arange(GPUS)).sum(axis=1)
+    lay_dom = np.zeros((len(LAYOUTS), STRIDE), dtype=np.int32)
+    for i, d in enumerate(LAYOUTS):
+        lay_dom[i, :GPUS] = d
+    return {
+        "free_milli": free_milli,
+        "mask": mask.astype(np.int64),
+        "layout": rng.integers(0, len(LAYOUTS), n).astype(np.int32),
+        "layouts": Layouts(np.full(len(LAYOUTS), GPUS, dtype=np.int32), lay_dom),
+        "count": count,
+        "cpu": rng.integers(0, 96_000, n).astype(np.int64),
+        "model": rng.integers(0, 3, n).astype(np.int32),
+        "sn": (np.arange(n) // NODES_PER_SUPERNODE).astype(np.int32),
+    }
+
+
+def classes() -> TaskClasses:
+    """35 classes shaped like the openb trace's (CPU-only, shares, 1/2/4/8 GPUs)."""
+    counts: dict[TaskClass, int] = {}
+    rng = np.random.default_rng(3)
+    shapes = [(0, 0)] * 5 + [(1, m) for m in (100, 200, 250, 300, 460, 500, 700)] * 3
+    shapes += [(1, 1000)] * 6 + [(2, 1000), (4, 1000), (8, 1000)]
+    for i, (num, milli) in enumerate(shapes[:35]):
+        counts[TaskClass(int(rng.integers(1, 32)) * 1000 + i, milli, num)] = int(
+            rng.integers(5, 500)
+        )
+    return TaskClasses.build(counts)
+
+
+def timed(fn: Callable[[], Any], calls: int) -> tuple[list[float], Any]:
+    """Per-call wall times in µs, and the last result."""
+    out = None
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append((time.perf_counter() - t0) * 1e6)
+    return times, out
+
+
+def same(a: Any, b: Any) -> bool:
+    for name in a.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, np.ndarray):
+            if not np.array_equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def kernels_for(c: dict[str, Any]) -> dict[str, dict[str, Callable[[], Any]]]:
+    topo = TopologyKernel()
+    topo_py = TopologyKernel()
+    sizes = np.asarray([1, 2, 4, 8], np.int64)
+    weights = np.asarray([60, 25, 10, 5], np.int64)
+    t_args = (c["mask"], c["layout"], c["layouts"], 2, sizes, weights, 1.0, 1.0)
+    cls = classes()
+    nodes = FgdInput(c["cpu"], c["free_milli"], c["count"], c["model"])
+    n = c["mask"].shape[0]
+    milli = np.full(n, 500, dtype=np.int64)
+    sn = c["sn"]
+    s_count = int(sn.max()) + 1
+    slots = np.asarray([bin(int(m)).count("1") for m in c["mask"].tolist()]) // 8
+    slots = slots.astype(np.int64)
+    dom = np.zeros(n, dtype=np.int32)
+    gang = GangShape(pods=32, unit=4, atomic=2)
+    s_args = (sn, slots, dom, s_count, 1, gang)
+    return {
+        "topology_loss": {
+            "numba": lambda: topo.run(*t_args),
+            "numpy": lambda: topology_numpy(*t_args),
+            "python": lambda: topo_py.run_python(*t_args),
+        },
+        "supernode": {
+            "numba": lambda: plan_supernodes(*s_args),
+            "numpy": lambda: plan_supernodes_numpy(*s_args),
+            "python": lambda: plan_supernodes_python(*s_args),
+        },
+        "gpu_share_fgd": {
+            "numba": lambda: fgd_scores(nodes, cls, 4000, milli, 1),
+            "numpy": lambda: fgd_scores_numpy(nodes, cls, 4000, milli, 1),
+            "python": lambda: fgd_scores_python(nodes, cls, 4000, milli, 1),
+        },
+    }
+
+
+CALLS = {"numba": 300, "numpy": 30, "python": 3}
+
+
+def bench_size(n: int, quick: bool) -> dict[str, dict[str, float | bool]]:
+    c = cluster(n)
+    out: dict[str, dict[str, float | bool]] = {}
+    for kernel, impls in kernels_for(c).items():
+        row: dict[str, float | bool] = {}
+        results = {}
+        for impl, fn in impls.items():
+            fn()  # warm-up (compile, caches)
+            calls = CALLS[impl]
+            if quick:
+                calls = max(1, calls // 10)
+            if kernel == "gpu_share_fgd" and impl == "python":
+                calls = 1  # ~1 µs per (node, GPU, class): seconds per call
+            times, res = timed(fn, calls)
+            results[impl] = res
+            row[f"{impl}_p50_us"] = round(float(np.percentile(times, 50)), 1)
+            row[f"{impl}_p99_us"] = round(float(np.percentile(times, 99)), 1)
+        row["identical"] = same(results["numba"], results["numpy"]) and same(
+            results["numba"], results["python"]
+        )
+        row["speedup_vs_numpy"] = round(
+            float(row["numpy_p50_us"]) / float(row["numba_p50_us"]), 1
+        )
+        row["speedup_vs_python"] = round(
+            float(row["python_p50_us"]) / float(row["numba_p50_us"]), 1
+        )
+        out[kernel] = row
+    return out
+
+
+_STARTUP = """
+import time
+t0 = time.perf_counter()
+import numpy as np
+from bench.kernels import cluster, kernels_for
+c = cluster(1000)
+ks = kernels_for(c)
+t1 = time.perf_counter()
+out = {}
+for name, impls in ks.items():
+    t = time.perf_counter()
+    impls["numba"]()
+    out[name] = (time.perf_counter() - t) * 1e3
+print(repr((out, (t1 - t0) * 1e3)))
+"""
+
+
+def startup() -> dict[str, float]:
+    """First-call time per kernel in fresh processes: cold cache (compile), then cache hit."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=root)
+        for phase in ("compile", "cache_hit"):
+            proc = subprocess.run(
+                [sys.executable, "-c", _STARTUP],
+                env=env, cwd=root, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            per_kernel, imports = eval(proc.stdout.strip().splitlines()[-1])  # noqa: S307
+            for name, ms in per_kernel.items():
+                figures[f"{name}_{phase}_ms"] = round(ms, 1)
+            figures[f"import_{phase}_ms"] = round(imports, 1)
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1000,5000,10000")
+    parser.add_argument("--quick", action="store_true", help="fewer calls (smoke test)")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    report: dict[str, Any] = {"gpus_per_node": GPUS, "sizes": {}}
+    for n in sizes:
+        print(f"benchmarking {n} nodes x {GPUS} GPUs ...", file=sys.stderr, flush=True)
+        report["sizes"][str(n)] = bench_size(n, args.quick)
+    print("measuring compile and cache-hit start-up in subprocesses ...", file=sys.stderr)
+    report["startup"] = startup()
+    head = (
+        f"{'kernel':<15} {'nodes':>6} {'numba p50/p99 µs':>18} {'numpy p50/p99 µs':>19} "
+        f"{'python p50 µs':>14} {'x numpy':>8} {'x python':>9} {'same':>5}"
+    )
+    print(head)
+    print("-" * len(head))
+    for n, kernels in report["sizes"].items():
+        for name, r in kernels.items():
+            print(
+                f"{name:<15} {n:>6} "
+                f"{r['numba_p50_us']:>8.1f}/{r['numba_p99_us']:<9.1f} "
+                f"{r['numpy_p50_us']:>9.1f}/{r['numpy_p99_us']:<9.1f} "
+                f"{r['python_p50_us']:>14.0f} {r['speedup_vs_numpy']:>8.1f} "
+                f"{r['speedup_vs_python']:>9.1f} {'yes' if r['identical'] else 'NO':>5}"
+            )
+    biggest = report["sizes"][str(max(sizes))]
+    combo = biggest["topology_loss"]["numba_p99_us"] + biggest["supernode"]["numba_p99_us"]
+    report["topology_plus_supernode_p99_us_at_max_nodes"] = round(combo, 1)
+    print(f"\ntopology-loss + supernode at {max(sizes)} nodes: p99 {combo:.1f} µs (budget 100 µs)")
+    for key, value in report["startup"].items():
+        print(f"startup {key:<32} {value:>9.1f} ms")
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

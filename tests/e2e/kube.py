@@ -1,0 +1,125 @@
+"""Small helpers for e2e tests: pod manifests, waiting, metrics scraping."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kubernetes import client
+
+T = TypeVar("T")
+
+
+def pod(
+    name: str,
+    namespace: str,
+    gpus: int = 0,
+    cpu: str = "1",
+    scheduler: str = "volcano",
+    priority_class: str | None = None,
+) -> dict[str, Any]:
+    requests: dict[str, str] = {"cpu": cpu, "memory": "1Gi"}
+    limits: dict[str, str] = {}
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+        limits["nvidia.com/gpu"] = str(gpus)
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox",
+                "resources": {"requests": requests, "limits": limits},
+            }
+        ],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def wait_for(
+    what: str, fn: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.1
+) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def pods(core: client.CoreV1Api, namespace: str) -> list[Any]:
+    return list(core.list_namespaced_pod(namespace).items)
+
+
+def bound(core: client.CoreV1Api, namespace: str) -> dict[str, str]:
+    """pod name -> node name for bound pods."""
+    return {p.metadata.name: p.spec.node_name for p in pods(core, namespace) if p.spec.node_name}
+
+
+def events_for(core: client.CoreV1Api, namespace: str, pod_name: str) -> list[str]:
+    evs = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod_name}")
+    return [f"{e.reason}: {e.message}" for e in evs.items]
+
+
+def metrics(url: str) -> dict[str, float]:
+    """Prometheus text -> {"name{labels}": value} (samples only)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+def verb_count(url: str, verb: str) -> float:
+    return metrics(url).get(f'pyextender_verb_requests_total{{code="200",verb="{verb}"}}', 0.0)
+
+
+def post(
+    url: str, body: bytes, method: str = "POST", headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    req = urllib.request.Request(url, data=body if method == "POST" else None, method=method)
+    for k, v in (headers or {"Content-Type": "application/json"}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, _body(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, _body(e.read())
+
+
+def _body(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+def gpus_per_node(core: client.CoreV1Api) -> dict[str, int]:
+    """Sum of nvidia.com/gpu requests of non-terminated bound pods, per node."""
+    used: dict[str, int] = {}
+    for p in core.list_pod_for_all_namespaces().items:
+        if not p.spec.node_name or p.status.phase in ("Succeeded", "Failed"):
+            continue
+        for c in p.spec.containers:
+            req = (c.resources.requests or {}) if c.resources else {}
+            used[p.spec.node_name] = used.get(p.spec.node_name, 0) + int(
+                req.get("nvidia.com/gpu", 0)
+            )
+    return used

@@ -1,0 +1,101 @@
+"""kube-scheduler (real) calls our extender; GPU pods land only where they fit."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from kubernetes import client
+
+from devcluster.cluster import Cluster
+from tests.e2e.conftest import GPU_NODES, create
+from tests.e2e.kube import bound, events_for, gpus_per_node, metrics, pod, verb_count, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def test_8gpu_pods_bind_only_to_nodes_with_8_free_gpus(
+    core: client.CoreV1Api, namespace: str, sidecar: str
+) -> None:
+    binds_before = metrics(sidecar).get('pyextender_binds_total{result="bound"}', 0.0)
+    for i in range(GPU_NODES + 1):
+        create(core, pod(f"gpu8-{i}", namespace, gpus=8))
+    placed = wait_for(
+        "two 8-GPU pods bound", lambda: (b := bound(core, namespace)) and len(b) == 2 and b
+    )
+    assert sorted(placed.values()) == sorted(set(placed.values())), "two pods share a node"
+    # the third stays pending, and says why
+    time.sleep(3)
+    assert len(bound(core, namespace)) == 2
+    (pending,) = {f"gpu8-{i}" for i in range(3)} - set(placed)
+    reasons = wait_for(
+        "a FailedScheduling event",
+        lambda: [e for e in events_for(core, namespace, pending) if "FailedScheduling" in e],
+    )
+    assert any("nvidia.com/gpu" in r for r in reasons), reasons
+    assert all(v <= 8 for v in gpus_per_node(core).values())
+    # bound by our bind verb, not kube-scheduler's default binder
+    binds_after = metrics(sidecar).get('pyextender_binds_total{result="bound"}', 0.0)
+    assert binds_after - binds_before == 2
+
+
+def test_default_scheduler_pods_are_never_sent_to_us(
+    core: client.CoreV1Api, namespace: str, sidecar: str
+) -> None:
+    before = {v: verb_count(sidecar, v) for v in ("filter", "prioritize", "bind")}
+    for i in range(3):
+        create(core, pod(f"plain-{i}", namespace, cpu="100m", scheduler="default-scheduler"))
+    wait_for("default-scheduler pods bound", lambda: len(bound(core, namespace)) == 3)
+    time.sleep(1)
+    after = {v: verb_count(sidecar, v) for v in ("filter", "prioritize", "bind")}
+    assert after == before
+
+
+def test_kube_scheduler_calls_every_verb(
+    core: client.CoreV1Api, namespace: str, sidecar: str, api: client.ApiClient
+) -> None:
+    sched = client.SchedulingV1Api(api)
+    for name, value in (("e2e-low", 10), ("e2e-high", 1000)):
+        try:
+            sched.create_priority_class({"metadata": {"name": name}, "value": value})
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+    before = {v: verb_count(sidecar, v) for v in ("filter", "prioritize", "bind", "preempt")}
+    for i in range(GPU_NODES):
+        create(core, pod(f"low-{i}", namespace, gpus=8, priority_class="e2e-low"))
+    wait_for("low-priority pods bound", lambda: len(bound(core, namespace)) == GPU_NODES)
+    create(core, pod("high", namespace, gpus=8, priority_class="e2e-high"))
+    wait_for(
+        "high-priority pod bound after preemption",
+        lambda: "high" in bound(core, namespace),
+        timeout=60,
+    )
+    after = {v: verb_count(sidecar, v) for v in before}
+    for verb in before:
+        assert after[verb] > before[verb], (
+            f"kube-scheduler never called {verb}: {before} -> {after}"
+        )
+    assert all(v <= 8 for v in gpus_per_node(core).values())
+
+
+def test_sidecar_killed_then_restarted(
+    cluster: Cluster, core: client.CoreV1Api, namespace: str, sidecar: str
+) -> None:
+    cluster.stop_role("sidecar", signal.SIGKILL)
+    for i in range(4):
+        create(core, pod(f"half-{i}", namespace, gpus=4))
+    time.sleep(4)
+    assert bound(core, namespace) == {}, "pods bound while the extender was down"
+    cluster.start_sidecar()
+    cluster.wait_sidecar_ready()
+    placed = wait_for(
+        "all pods bound after restart",
+        lambda: (b := bound(core, namespace)) and len(b) == 4 and b,
+        timeout=60,
+    )
+    # every pod bound once, and no node over its 8 GPUs
+    assert all(v <= 8 for v in gpus_per_node(core).values())
+    time.sleep(1)
+    assert bound(core, namespace) == placed

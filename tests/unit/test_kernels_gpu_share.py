@@ -1,0 +1,118 @@
+"""FGD fragmentation kernel: the worked example, and kernel == references on random clusters."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pyextender.cache.task_classes import TaskClass, TaskClasses
+from pyextender.kernels.gpu_share import (
+    NO_FIT,
+    FgdInput,
+    fgd_gpu_deltas,
+    fgd_scores,
+    fgd_scores_numpy,
+    fgd_scores_python,
+)
+
+G = 8
+
+
+def _node(free: list[int], cpu: int = 10**6, model: int = 0) -> FgdInput:
+    row = np.zeros((1, G), dtype=np.int32)
+    row[0, : len(free)] = free
+    return FgdInput(
+        free_cpu=np.asarray([cpu], dtype=np.int64),
+        free_milli=row,
+        count=np.asarray([len(free)], dtype=np.int32),
+        model=np.asarray([model], dtype=np.int32),
+    )
+
+
+# REPLAY.md §4: A = 1×500 (p .5), B = 1×1000 (p .3), C = CPU-only (p .2)
+EXAMPLE = TaskClasses.build(
+    {TaskClass(0, 500, 1): 5, TaskClass(0, 1000, 1): 3, TaskClass(0, 0, 0): 2}
+)
+
+
+def test_worked_example() -> None:
+    node = _node([1000, 300])
+    res = fgd_scores(node, EXAMPLE, 0, np.asarray([200]), 1)
+    assert res.before[0] / EXAMPLE.weight_sum == 500.0
+    assert res.gpu[0] == 1  # FGD picks GPU1
+    assert res.delta[0] / EXAMPLE.weight_sum == 200.0
+    per_gpu = fgd_gpu_deltas(node, EXAMPLE, 0, np.asarray([200]))[0] / EXAMPLE.weight_sum
+    assert per_gpu[0] == -200.0 and per_gpu[1] == 200.0
+    scores = np.floor(100.0 / (1.0 + np.exp(-per_gpu[:2] / 1000.0)))
+    assert scores.tolist() == [45.0, 54.0]
+
+
+def test_whole_gpu_pod_needs_whole_gpus() -> None:
+    node = _node([1000, 300])
+    assert fgd_scores(node, EXAMPLE, 0, np.asarray([1000]), 2).delta[0] == NO_FIT
+    assert fgd_scores(node, EXAMPLE, 0, np.asarray([1000]), 1).delta[0] != NO_FIT
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[FgdInput, TaskClasses, int, np.ndarray, int]:
+    n = draw(st.integers(1, 12))
+    count = np.asarray(draw(st.lists(st.sampled_from([0, 1, 2, 4, 8]), min_size=n, max_size=n)))
+    free = np.zeros((n, G), dtype=np.int32)
+    for i in range(n):
+        for j in range(int(count[i])):
+            free[i, j] = draw(st.sampled_from([0, 100, 250, 500, 700, 1000]))
+    cpu = np.asarray(draw(st.lists(st.integers(0, 64_000), min_size=n, max_size=n)))
+    model = np.asarray(draw(st.lists(st.integers(-1, 2), min_size=n, max_size=n)), np.int32)
+    m = draw(st.integers(1, 6))
+    counts = {}
+    for _ in range(m):
+        num = draw(st.sampled_from([0, 1, 1, 2, 4]))
+        milli = 0 if num == 0 else draw(st.sampled_from([100, 300, 500, 1000]))
+        if num > 1:
+            milli = 1000
+        mask = draw(st.sampled_from([0, 0, 1, 2, 6]))
+        counts[TaskClass(draw(st.integers(0, 32_000)), milli, num, mask)] = draw(st.integers(1, 50))
+    classes = TaskClasses.build(counts)
+    req_num = draw(st.sampled_from([0, 1, 1, 2, 4]))
+    req_milli = 0 if req_num == 0 else draw(st.sampled_from([50, 200, 500, 1000]))
+    if req_num > 1:
+        req_milli = 1000
+    milli = np.full(n, req_milli, dtype=np.int64)
+    nodes = FgdInput(cpu.astype(np.int64), free, count.astype(np.int32), model)
+    return nodes, classes, draw(st.integers(0, 16_000)), milli, req_num
+
+
+@settings(max_examples=80, deadline=None)
+@given(clusters())
+def test_kernel_matches_references(
+    case: tuple[FgdInput, TaskClasses, int, np.ndarray, int],
+) -> None:
+    nodes, classes, cpu, milli, num = case
+    fast = fgd_scores(nodes, classes, cpu, milli, num)
+    for ref in (fgd_scores_numpy(nodes, classes, cpu, milli, num),
+                fgd_scores_python(nodes, classes, cpu, milli, num)):  # fmt: skip
+        assert np.array_equal(fast.before, ref.before)
+        assert np.array_equal(fast.delta, ref.delta)
+        assert np.array_equal(fast.gpu, ref.gpu)
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters())
+def test_choice_fits_and_frag_is_bounded(
+    case: tuple[FgdInput, TaskClasses, int, np.ndarray, int],
+) -> None:
+    nodes, classes, cpu, milli, num = case
+    res = fgd_scores(nodes, classes, cpu, milli, num)
+    real = np.arange(G) < nodes.count[:, None]
+    idle = np.where(real, nodes.free_milli, 0).sum(axis=1)
+    # fragmentation never exceeds the idle GPU milli
+    assert (res.before <= idle * classes.weight_sum).all()
+    assert (res.before >= 0).all()
+    for i in range(nodes.count.shape[0]):
+        g = int(res.gpu[i])
+        if g >= 0:  # a sharing pod's GPU exists and has room
+            assert g < nodes.count[i] and nodes.free_milli[i, g] >= milli[i]
+        if num >= 1 and milli[i] == 1000:
+            whole = int((nodes.free_milli[i, : nodes.count[i]] >= 1000).sum())
+            assert (res.delta[i] == NO_FIT) == (whole < num)

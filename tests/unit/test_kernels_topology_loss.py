@@ -1,0 +1,98 @@
+"""Topology-loss kernel: kernel == references; chosen sets are free, minimal in domains."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pyextender.kernels.topology_loss import Layouts, TopologyKernel, topology_numpy
+
+STRIDE = 16
+LAYOUTS = [
+    [0, 0, 0, 0, 1, 1, 1, 1],  # two NVLink islands of 4
+    [0] * 8,  # one NVSwitch
+    [0, 0, 1, 1, 2, 2, 3, 3],  # pairs
+    [0, 1, 0, 1],
+    [0, 0],
+    [0],
+]
+
+
+def _layouts() -> Layouts:
+    count = np.asarray([len(d) for d in LAYOUTS], dtype=np.int32)
+    dom = np.zeros((len(LAYOUTS), STRIDE), dtype=np.int32)
+    for i, d in enumerate(LAYOUTS):
+        dom[i, : len(d)] = d
+    return Layouts(count, dom)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+    n = draw(st.integers(1, 40))
+    layout = np.asarray(
+        draw(st.lists(st.integers(0, len(LAYOUTS) - 1), min_size=n, max_size=n)), np.int32
+    )
+    masks = [draw(st.integers(0, (1 << len(LAYOUTS[lid])) - 1)) for lid in layout.tolist()]
+    sizes = sorted(draw(st.sets(st.sampled_from([1, 2, 3, 4, 8]), min_size=1, max_size=4)))
+    weights = draw(st.lists(st.integers(1, 100), min_size=len(sizes), max_size=len(sizes)))
+    k = draw(st.integers(1, 8))
+    return (np.asarray(masks, np.int64), layout, k, np.asarray(sizes, np.int64),
+            np.asarray(weights, np.int64))  # fmt: skip
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(), st.sampled_from([(1.0, 1.0), (0.5, 2.0), (3.0, 0.0)]))
+def test_kernel_matches_references(
+    case: tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray], w: tuple[float, float]
+) -> None:
+    masks, layout, k, sizes, weights = case
+    layouts = _layouts()
+    kern = TopologyKernel()
+    fast = kern.run(masks, layout, layouts, k, sizes, weights, *w)
+    for ref in (kern.run_python(masks, layout, layouts, k, sizes, weights, *w),
+                topology_numpy(masks, layout, layouts, k, sizes, weights, *w)):  # fmt: skip
+        assert np.array_equal(fast.mask, ref.mask)
+        assert np.array_equal(fast.domains, ref.domains)
+        assert np.array_equal(fast.loss, ref.loss)
+        assert np.array_equal(fast.score, ref.score)
+
+
+def _domains_crossed(bits: int, domains: list[int]) -> int:
+    return len({domains[j] for j in range(len(domains)) if (bits >> j) & 1})
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases())
+def test_choice_is_free_exact_and_crosses_fewest_domains(
+    case: tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray],
+) -> None:
+    masks, layout, k, sizes, weights = case
+    res = TopologyKernel().run(masks, layout, _layouts(), k, sizes, weights)
+    for i in range(masks.shape[0]):
+        mask, chosen, doms = int(masks[i]), int(res.mask[i]), LAYOUTS[int(layout[i])]
+        free = [j for j in range(len(doms)) if (mask >> j) & 1]
+        if len(free) < k:
+            assert chosen == 0 and res.domains[i] == 0 and res.score[i] == -np.inf
+            continue
+        assert chosen & ~mask == 0  # never a GPU that is not free
+        assert bin(chosen).count("1") == k  # exactly k, never more
+        fewest = min(
+            _domains_crossed(sum(1 << j for j in combo), doms) for combo in combinations(free, k)
+        )
+        assert res.domains[i] == fewest == _domains_crossed(chosen, doms)
+
+
+def test_prefers_the_node_that_fills_a_hole() -> None:
+    # node 0: 4 free GPUs in one island; node 1: all 8 free. A 4-GPU pod should
+    # go to node 0: using node 1 breaks a free 8-GPU node.
+    masks = np.asarray([0b1111_0000, 0b1111_1111], np.int64)
+    layout = np.zeros(2, np.int32)
+    res = TopologyKernel().run(
+        masks, layout, _layouts(), 4, np.asarray([4, 8], np.int64), np.asarray([1, 1], np.int64)
+    )
+    assert res.mask.tolist() == [0b1111_0000, 0b0000_1111]
+    assert res.domains.tolist() == [1, 1]
+    assert res.score[0] > res.score[1]

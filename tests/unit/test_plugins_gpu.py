@@ -1,0 +1,130 @@
+"""gpu-share, gpu-topology and supernode plugins on small clusters."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pyextender.api import names
+from pyextender.api.gpu import GpuTopology
+from pyextender.api.objects import NodeInfo, PodInfo
+from pyextender.api.resources import CPU, GPU, PYEXTENDER_GPU_MILLI
+from pyextender.cache.state import ClusterState
+from pyextender.framework.interfaces import PodContext
+from pyextender.framework.runtime import Profile
+from pyextender.framework.status import Code
+from pyextender.plugins import gpu_share, gpu_topology, supernode
+
+ISLANDS = GpuTopology(8, "H100", 81920, (0, 0, 0, 0, 1, 1, 1, 1), (0,) * 8, (0,) * 8)
+
+
+def _state(nodes: list[tuple[str, str]]) -> ClusterState:
+    state = ClusterState()
+    for name, sn in nodes:
+        labels = {names.SUPERNODE_LABEL: sn} if sn else {}
+        state.set_node(
+            NodeInfo(
+                name,
+                {CPU: 128_000, GPU: 8, "pods": 110},
+                labels=labels,
+                annotations={names.GPU_TOPOLOGY_ANNOTATION: ISLANDS.to_json()},
+            )
+        )
+    return state
+
+
+def _pod(uid: str, requests: dict[str, int], ann: dict[str, str] | None = None) -> PodInfo:
+    return PodInfo("ns", f"p-{uid}", uid, "volcano", "", "Pending", requests,
+                   annotations=dict(ann or {}))  # fmt: skip
+
+
+def _bind(state: ClusterState, node: str, uid: str, gpus: str) -> None:
+    pod = _pod(uid, {GPU: len(gpus.split(","))}, {names.GPU_INDEX_ANNOTATION: gpus})
+    state.add_pod(pod, node)
+
+
+def _ctx(state: ClusterState, pod: PodInfo) -> PodContext:
+    return PodContext(pod=pod, state=state, request=state.vector(pod.requests))
+
+
+def _place(profile: Profile, ctx: PodContext) -> tuple[int, np.ndarray]:
+    rows = ctx.state.live_rows()
+    feasible = profile.filter(ctx, rows).feasible()
+    scores = profile.score(ctx, feasible)
+    return int(feasible[int(np.argmax(scores))]), feasible
+
+
+def test_four_gpu_pod_lands_in_one_island_on_the_node_it_fragments_least() -> None:
+    state = _state([("a", ""), ("b", ""), ("c", "")])
+    _bind(state, "a", "x1", "0,1,4")  # a: islands with 2 and 3 free -> no 4 in one island
+    _bind(state, "b", "x2", "0,1,2,3")  # b: exactly one island free -> a perfect fit
+    # c: all 8 free -> would break a whole node
+    topo = gpu_topology.GpuTopology(gpu_topology.Args())
+    profile = Profile(filters=[gpu_share.GpuShare(gpu_share.Args()), topo], scorers=[(topo, 1.0)])
+    ctx = _ctx(state, _pod("p", {GPU: 4}))
+    row, _ = _place(profile, ctx)
+    assert state.node_names[row] == "b"
+    assert gpu_topology.choose_gpus(ctx, row) == (4, 5, 6, 7)
+    strict = gpu_topology.GpuTopology(gpu_topology.Args(single_domain=True))
+    out = strict.filter(ctx, state.live_rows())
+    assert out.codes.tolist() == [Code.UNSCHEDULABLE, Code.SUCCESS, Code.SUCCESS]
+
+
+def test_sharing_pod_gets_a_gpu_and_a_reason_when_none_fits() -> None:
+    state = _state([("a", "")])
+    state.gpu.fixed_classes = None
+    for g in range(8):
+        state.add_pod(_pod(f"s{g}", {}, {PYEXTENDER_GPU_MILLI: "900",
+                                          names.GPU_INDEX_ANNOTATION: str(g)}), "a")  # fmt: skip
+    share = gpu_share.GpuShare(gpu_share.Args())
+    ctx = _ctx(state, _pod("p", {}, {PYEXTENDER_GPU_MILLI: "200"}))
+    out = share.filter(ctx, state.live_rows())
+    assert out.codes.tolist() == [Code.UNSCHEDULABLE]
+    assert "no GPU with 200 milli-GPU free" in out.reasons[int(out.reason_ids[0])]
+    small = _ctx(state, _pod("q", {}, {PYEXTENDER_GPU_MILLI: "100"}))
+    assert share.filter(small, state.live_rows()).codes.tolist() == [Code.SUCCESS]
+    assert gpu_share.choose_gpus(small, 0) in {(g,) for g in range(8)}
+
+
+def _gang_pod(uid: str, size: int, group: int, extra: dict[str, str] | None = None) -> PodInfo:
+    ann = {
+        names.GROUP_NAME_ANNOTATION: "job",
+        names.GANG_SIZE_ANNOTATION: str(size),
+        "metax-tech.com/gpu-group-size": str(group),
+        **(extra or {}),
+    }
+    return _pod(uid, {GPU: 8}, ann)
+
+
+def test_gang_with_group_32_lands_inside_one_supernode() -> None:
+    # two supernodes: s1 has 4 nodes (32 GPUs) free, s2 has 6 nodes but one is busy
+    nodes = [(f"s1-{i}", "s1") for i in range(4)] + [(f"s2-{i}", "s2") for i in range(6)]
+    state = _state(nodes)
+    plugin = supernode.Supernode(supernode.Args())
+    profile = Profile(filters=[plugin], scorers=[(plugin, 1.0)])
+    placed: set[str] = set()
+    for i in range(4):
+        ctx = _ctx(state, _gang_pod(f"g{i}", 4, 32))
+        row, feasible = _place(profile, ctx)
+        name = state.node_names[row]
+        placed.add(name.split("-")[0])
+        free = [r for r in feasible.tolist() if state.gpu.free_mask[r] == 0xFF]
+        assert free  # there is always room in the planned supernode
+        pod = ctx.pod
+        pod.node_name = name
+        state.add_pod(pod, name)
+        state.gpu.free_mask[row] = 0  # node is now full
+    assert placed == {"s1"}  # best fit: the supernode that holds the gang exactly
+
+
+def test_hard_tier_limit_that_cannot_be_met_keeps_the_gang_pending() -> None:
+    state = _state([("a0", "s1"), ("a1", "s1"), ("b0", "s2")])
+    plugin = supernode.Supernode(supernode.Args())
+    ann = {supernode.TIER_ANNOTATION: "1", supernode.MODE_ANNOTATION: "hard"}
+    ctx = _ctx(state, _gang_pod("g", 3, 8, ann))
+    out = plugin.filter(ctx, state.live_rows())
+    assert (out.codes == Code.UNSCHEDULABLE).all()
+    assert "within one tier-1 domain" in out.reasons[1]
+    soft = supernode.Supernode(supernode.Args())
+    ann_soft = {supernode.TIER_ANNOTATION: "1", supernode.MODE_ANNOTATION: "soft"}
+    ok = soft.filter(_ctx(state, _gang_pod("h", 3, 8, ann_soft)), state.live_rows())
+    assert (ok.codes == Code.SUCCESS).all()

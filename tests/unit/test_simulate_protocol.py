@@ -1,0 +1,92 @@
+"""The replay protocol (REPLAY.md): tuning, task classes, bucketing, one tiny replay."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pyextender.simulate.protocol import (
+    TUNE_RATIO,
+    arrival_sequence,
+    bucket,
+    bucket_of,
+    node_order,
+    task_classes,
+)
+from pyextender.simulate.trace import NodeRow, PodRow, load_nodes, load_pods
+
+TRACES = Path("/work/shared/traces")
+needs_trace = pytest.mark.skipif(not TRACES.exists(), reason="openb trace not available")
+
+
+def _pod(name: str, num: int, milli: int, cpu: int = 1000) -> PodRow:
+    return PodRow(name, cpu, 1024, num, milli, ())
+
+
+def test_tuning_grows_to_130_percent_with_copies_at_the_end() -> None:
+    pods = [_pod(f"p{i}", 1, 1000) for i in range(10)] + [_pod("s", 1, 300)]
+    seq = arrival_sequence(pods, total_gpus=10, seed=42)
+    target = TUNE_RATIO * 1000 * 10
+    demand = sum(p.demand for p in seq)
+    assert demand <= target
+    assert sorted(p.name for p in seq[:11]) == sorted(p.name for p in pods)
+    assert all("-copy-" in p.name for p in seq[11:])
+    assert target - demand < 1000  # it stopped at the first draw that would overshoot
+
+
+def test_tuning_shrinks_when_the_trace_is_too_big() -> None:
+    pods = [_pod(f"p{i}", 1, 1000) for i in range(40)]
+    seq = arrival_sequence(pods, total_gpus=10, seed=1)
+    assert sum(p.demand for p in seq) == 13_000
+
+
+def test_sequence_depends_on_seed_only() -> None:
+    pods = [_pod(f"p{i}", 1, 500) for i in range(30)]
+    assert arrival_sequence(pods, 10, 7) == arrival_sequence(list(reversed(pods)), 10, 7)
+    assert arrival_sequence(pods, 10, 7) != arrival_sequence(pods, 10, 8)
+
+
+def test_node_order_is_a_permutation() -> None:
+    rank = node_order(50, 42)
+    assert sorted(rank.tolist()) == list(range(50))
+
+
+def test_bucket_rounds_half_up_and_falls_back_to_neighbours() -> None:
+    assert (bucket_of(99.5), bucket_of(100.49), bucket_of(0.5)) == (100, 100, 1)
+    arrived = np.asarray([0.2, 0.4, 2.0, 2.2])
+    alloc = np.asarray([1.0, 3.0, 5.0, 7.0])
+    curves = bucket(arrived, alloc, alloc, alloc)
+    assert curves.alloc[0] == 2.0  # mean of the two events in column 0
+    assert curves.alloc[2] == 6.0
+    assert curves.alloc[1] == 4.0  # no event at 1: use columns 0..2
+    assert np.isnan(curves.alloc[10])
+
+
+@needs_trace
+def test_openb_trace_has_35_task_classes_and_the_documented_mix() -> None:
+    pods = load_pods(TRACES / "openb_pod_list_default.csv")
+    nodes = load_nodes(TRACES / "openb_node_list_gpu_node.csv")
+    assert (len(pods), len(nodes), sum(n.gpus for n in nodes)) == (8152, 1213, 6212)
+    assert sum(1 for p in pods if p.num_gpu == 0) == 1088
+    assert sum(1 for p in pods if p.sharing) == 3078
+    models: dict[str, int] = {}
+    classes = task_classes(pods, lambda m: models.setdefault(m, len(models)))
+    assert classes.size == 35
+    assert classes.weight_sum >= 0.95 * len(pods)
+    seq = arrival_sequence(pods, 6212, 42)
+    assert 10_500 < len(seq) < 11_100  # "about 10.8k pods"
+
+
+def test_tiny_replay_places_what_fits() -> None:
+    from pyextender.simulate.policies import POLICIES
+    from pyextender.simulate.replay import replay
+
+    nodes = [NodeRow(f"n{i}", 32_000, 65536, 2, "T4") for i in range(3)]
+    pods = [_pod("a", 1, 1000), _pod("b", 1, 500), _pod("c", 1, 500), _pod("d", 2, 1000),
+            _pod("e", 0, 0)]  # fmt: skip
+    for name in ("pyextender", "fgd", "best-fit", "random", "gpu-packing", "volcano-binpack"):
+        res = replay(nodes, pods, pods, POLICIES[name], 42, time.perf_counter)
+        assert res.placed == 5, name
