@@ -1,0 +1,122 @@
+"""ClusterState bookkeeping and the resource plugins, table-driven."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pyextender.framework.interfaces import PodContext
+from pyextender.framework.runtime import Profile
+from pyextender.framework.status import Code
+from pyextender.plugins import binpack, nodeorder, predicates
+from tests.unit.helpers import node, pod, state
+
+
+def _ctx(s, p):  # type: ignore[no-untyped-def]
+    return PodContext(pod=p, state=s, request=s.vector(p.requests))
+
+
+def test_rows_grow_and_are_reused() -> None:
+    s = state(*(node(f"n{i}") for i in range(5)))
+    assert s.size == 5 and s.alloc.shape[0] >= 5
+    s.remove_node("n2")
+    s.set_node(node("n9"))
+    assert s.index["n9"] == 2 and s.size == 5
+
+
+def test_pods_count_once_and_release_on_removal() -> None:
+    s = state(node("a", gpus=8))
+    p = pod("p", gpus=4)
+    assert s.add_pod(p, "a") and s.add_pod(p, "a")  # idempotent per uid
+    gpu = s.column["nvidia.com/gpu"]
+    assert s.used[0, gpu] == 4
+    s.remove_pod(p.uid)
+    assert s.used[0, gpu] == 0 and not s.pods
+
+
+def test_moving_a_pod_releases_the_old_node() -> None:
+    s = state(node("a", gpus=8), node("b", gpus=8))
+    p = pod("p", gpus=8)
+    s.add_pod(p, "a")
+    s.add_pod(p, "b")
+    gpu = s.column["nvidia.com/gpu"]
+    assert list(s.used[:2, gpu]) == [0, 8]
+
+
+def test_new_extended_resource_gets_a_column() -> None:
+    s = state(node("a"))
+    vec = s.vector({"example.com/fpga": 1})
+    assert "example.com/fpga" in s.column and vec[s.column["example.com/fpga"]] == 1
+
+
+@pytest.mark.parametrize(
+    ("gpus_free", "ask", "code", "reason"),
+    [
+        (8, 8, Code.SUCCESS, ""),
+        (4, 8, Code.UNSCHEDULABLE, "Insufficient nvidia.com/gpu"),
+        (0, 1, Code.UNSCHEDULABLE, "Insufficient nvidia.com/gpu"),
+    ],
+)
+def test_predicates_gpu_fit(gpus_free: int, ask: int, code: Code, reason: str) -> None:
+    s = state(node("a", gpus=8))
+    if gpus_free < 8:
+        s.add_pod(pod("busy", gpus=8 - gpus_free), "a")
+    out = Profile(filters=[predicates.Predicates(predicates.Args())]).filter(
+        _ctx(s, pod("p", gpus=ask)), np.asarray([0])
+    )
+    assert out.codes[0] == code and out.reasons[0] == reason
+
+
+def test_predicates_unresolvable_when_node_too_small_or_cordoned() -> None:
+    s = state(
+        node("small", gpus=4),
+        node("cordoned", gpus=8, conditions=[{"type": "Ready", "status": "False"}]),
+    )
+    out = Profile(filters=[predicates.Predicates(predicates.Args())]).filter(
+        _ctx(s, pod("p", gpus=8)), np.asarray([0, 1])
+    )
+    assert list(out.codes) == [Code.UNRESOLVABLE, Code.UNRESOLVABLE]
+    assert "less than the pod requests" in out.reasons[0]
+    assert "cordoned or not Ready" in out.reasons[1]
+
+
+def test_assumed_pods_count_in_filter() -> None:
+    s = state(node("a", gpus=8))
+    s.add_pod(pod("inflight", gpus=6), "a", assumed=True)
+    out = Profile(filters=[predicates.Predicates(predicates.Args())]).filter(
+        _ctx(s, pod("p", gpus=4)), np.asarray([0])
+    )
+    assert out.codes[0] == Code.UNSCHEDULABLE
+
+
+def test_binpack_prefers_fuller_node_and_nodeorder_the_emptier() -> None:
+    s = state(node("empty", gpus=8), node("half", gpus=8))
+    s.add_pod(pod("x", cpu="4", gpus=4), "half")
+    ctx = _ctx(s, pod("p", gpus=2))
+    rows = np.asarray([0, 1])
+    bp = binpack.Binpack(binpack.Args()).score(ctx, rows)
+    no = nodeorder.NodeOrder(nodeorder.Args()).score(ctx, rows)
+    assert bp[1] > bp[0]
+    assert no[0] > no[1]
+    assert ((bp >= 0) & (bp <= 100)).all() and ((no >= 0) & (no <= 100)).all()
+
+
+def test_binpack_formula() -> None:
+    # gpu only: (4 used + 2 asked) / 8 = 0.75; cpu (0+1)/8; memory 1Gi/32Gi
+    s = state(node("a", gpus=8))
+    s.add_pod(pod("x", cpu="0", gpus=4), "a")
+    ctx = _ctx(s, pod("p", gpus=2))
+    got = binpack.Binpack(binpack.Args()).score(ctx, np.asarray([0]))[0]
+    want = 100 * (0.75 + (1 + 0) / 8 + (2 * 2**30) / (32 * 2**30)) / 3
+    assert got == pytest.approx(want)
+
+
+def test_profile_weights_scores() -> None:
+    s = state(node("a", gpus=8), node("b", gpus=8))
+    s.add_pod(pod("x", gpus=6), "b")
+    ctx = _ctx(s, pod("p", gpus=1))
+    bp = binpack.Binpack(binpack.Args())
+    no = nodeorder.NodeOrder(nodeorder.Args())
+    both = Profile(scorers=[(bp, 3.0), (no, 1.0)]).score(ctx, np.asarray([0, 1]))
+    want = (3 * bp.score(ctx, np.asarray([0, 1])) + no.score(ctx, np.asarray([0, 1]))) / 4
+    assert np.allclose(both, want)
