@@ -166,9 +166,7 @@ def bench_size(n: int, quick: bool) -> dict[str, dict[str, float | bool]]:
         row["identical"] = same(results["numba"], results["numpy"]) and same(
             results["numba"], results["python"]
         )
-        row["speedup_vs_numpy"] = round(
-            float(row["numpy_p50_us"]) / float(row["numba_p50_us"]), 1
-        )
+        row["speedup_vs_numpy"] = round(float(row["numpy_p50_us"]) / float(row["numba_p50_us"]), 1)
         row["speedup_vs_python"] = round(
             float(row["python_p50_us"]) / float(row["numba_p50_us"]), 1
         )
@@ -204,7 +202,7 @@ def startup() -> dict[str, float]:
                 [sys.executable, "-c", _STARTUP],
                 env=env, cwd=root, capture_output=True, text=True, check=True,
             )  # fmt: skip
-            per_kernel, imports = eval(proc.stdout.strip().splitlines()[-1])  # noqa: S307
+            per_kernel, imports = eval(proc.stdout.strip().splitlines()[-1])
             for name, ms in per_kernel.items():
                 figures[f"{name}_{phase}_ms"] = round(ms, 1)
             figures[f"import_{phase}_ms"] = round(imports, 1)

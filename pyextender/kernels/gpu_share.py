@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyextender.cache.task_classes import TaskClasses
-from pyextender.kernels.jit import compile_kernel
+from pyextender.kernels.jit import LoopKernel, compile_kernel
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -145,6 +145,8 @@ def fgd_loops(
 
 
 _fgd_jit = compile_kernel(fgd_loops)
+_fgd_loops_python: LoopKernel = fgd_loops
+"""The same loops, interpreted: the pure-Python reference (called with lists)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +199,7 @@ def _run(
     if kernel is None:
         lists = [a.tolist() if isinstance(a, np.ndarray) else a for a in args]
         outs: list[list[int]] = [[0] * n, [0] * n, [0] * n]
-        fgd_loops(*lists, *outs)
+        _fgd_loops_python(*lists, *outs)
         return FgdResult(
             np.asarray(outs[0], dtype=np.int64),
             np.asarray(outs[1], dtype=np.int64),

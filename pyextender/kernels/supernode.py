@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pyextender.kernels.jit import compile_kernel
+from pyextender.kernels.jit import LoopKernel, compile_kernel
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -113,6 +113,8 @@ def supernode_loops(
 
 
 _supernode_jit = compile_kernel(supernode_loops)
+_supernode_loops_python: LoopKernel = supernode_loops
+"""The same loops, interpreted: the pure-Python reference (called with lists)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +179,7 @@ def plan_supernodes_python(
     ]
     assign = [0] * s_count
     status = [0, 0, 0]
-    supernode_loops(*args, [0] * s_count, assign, status)
+    _supernode_loops_python(*args, [0] * s_count, assign, status)
     return SupernodePlan(
         np.asarray(assign, dtype=np.int64), bool(status[0]), int(status[1]), int(status[2])
     )

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pyextender.kernels.jit import compile_kernel
+from pyextender.kernels.jit import LoopKernel, compile_kernel
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -155,6 +155,8 @@ def topology_loops(
 
 
 _topology_jit = compile_kernel(topology_loops)
+_topology_loops_python: LoopKernel = topology_loops
+"""The same loops, interpreted: the pure-Python reference (called with lists)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +281,7 @@ class TopologyKernel:
         memo.append([0.0] * size)
         scratch = [[0] * stride for _ in range(3)]
         outs: list[list[int] | list[float]] = [[0] * n, [0] * n, [0] * n, [0.0] * n]
-        topology_loops(*lists, *memo, *scratch, *outs)
+        _topology_loops_python(*lists, *memo, *scratch, *outs)
         return TopologyResult(
             np.asarray(outs[0], dtype=np.int64),
             np.asarray(outs[1], dtype=np.int32),

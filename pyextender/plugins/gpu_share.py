@@ -31,15 +31,21 @@ from pyextender.plugins.gpu_rows import (
 )
 
 
+SCALE_MILLI = 1000.0
+"""Δ (milli-GPU) that moves the score from 50 to 73: the sigmoid's temperature (FGD's)."""
+
+DEFAULT_RESOLUTION = 2.0
+"""Score step of the production profile: coarser than the paper's 1 point, which
+replays 0.1 pp better on the openb trace (more near-ties spread by the tie-break)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Args:
     weight: float = 1.0
     """Weight of the fragmentation score among all score plugins."""
-    resolution: float = 1.0
+    resolution: float = DEFAULT_RESOLUTION
     """Scores are rounded down to multiples of this (0 = exact). 1 = the FGD paper's
     integer scores: nearly equal gradients tie and the tie-break spreads them."""
-    scale_milli: float = 1000.0
-    """Δ (milli-GPU) that moves the score from 50 to 73 (sigmoid temperature)."""
 
 
 def gradient(ctx: PodContext, rows: IntArray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,8 +82,8 @@ class GpuShare:
                 f"fewer than {demand.count} wholly free GPUs",
                 f"node has fewer than {demand.count} GPUs",
             ]
-            short = free_whole(ctx, rows) < demand.count
-            never = count < demand.count
+            short: np.ndarray = free_whole(ctx, rows) < demand.count
+            never: np.ndarray = count < demand.count
         else:
             milli = milli_per_row(ctx, rows, demand)
             share = demand.milli or demand.memory_mib
@@ -87,8 +93,8 @@ class GpuShare:
                 f"no GPU with {share} {unit} free",
                 f"no GPU can hold {share} {unit} (none, or GPU memory unknown or too small)",
             ]
-            short = ~(gpu.free_milli[rows] >= milli[:, None]).any(axis=1)
-            never = (count == 0) | (milli > MILLI)
+            short = np.logical_not((gpu.free_milli[rows] >= milli[:, None]).any(axis=1))
+            never = np.logical_or(count == 0, milli > MILLI)
         reasons.append("GPU topology annotation is invalid; GPUs unusable")
         broken = ~usable & (count > 0)
         codes[short] = Code.UNSCHEDULABLE
@@ -102,7 +108,7 @@ class GpuShare:
     def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:
         delta, _ = gradient(ctx, rows)
         with np.errstate(over="ignore"):
-            score = 100.0 / (1.0 + np.exp(-delta / self.args.scale_milli))
+            score = 100.0 / (1.0 + np.exp(-delta / SCALE_MILLI))
         step = self.args.resolution
         if step > 0:
             score = np.floor(score / step) * step
@@ -110,12 +116,14 @@ class GpuShare:
         return result
 
 
-def choose_gpus(ctx: PodContext, row: int, floor: bool = False) -> tuple[int, ...]:
+def choose_gpus(
+    ctx: PodContext, row: int, resolution: float = DEFAULT_RESOLUTION
+) -> tuple[int, ...]:
     """GPU indices for the pod on ``row`` (what the bind step writes on the pod).
 
-    Sharing pod: the GPU of the largest Δ (lowest index on ties; with ``floor``
-    ties are taken on the paper's integer scores). Whole-GPU pod: the
-    topology-best set (gpu-topology). No GPUs: ().
+    Sharing pod: the GPU of the top score at the plugin's ``resolution`` (lowest
+    index on ties, as the FGD simulator); 0 = the largest exact Δ. Whole-GPU
+    pod: the topology-best set (gpu-topology). No GPUs: ().
     """
     demand = demand_of(ctx)
     if demand.none:
@@ -130,10 +138,10 @@ def choose_gpus(ctx: PodContext, row: int, floor: bool = False) -> tuple[int, ..
     deltas = fgd_gpu_deltas(fgd_input(ctx, rows), classes, pod_cpu(ctx), milli)[0]
     if int(deltas.max()) == NO_FIT:
         return ()
-    if floor:
+    if resolution > 0:
         with np.errstate(over="ignore"):
-            sig = 100.0 / (1.0 + np.exp(-deltas / classes.weight_sum / 1000.0))
-        score = np.where(deltas == NO_FIT, -1.0, np.floor(sig))
+            sig = 100.0 / (1.0 + np.exp(-deltas / classes.weight_sum / SCALE_MILLI))
+        score = np.where(deltas == NO_FIT, -1.0, np.floor(sig / resolution) * resolution)
         return (int(score.argmax()),)
     return (int(deltas.argmax()),)
 

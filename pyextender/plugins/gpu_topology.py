@@ -13,7 +13,7 @@ score 0 everywhere (no preference).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,7 +39,7 @@ def _kernel() -> TopologyKernel:
 class Args:
     weight: float = 1.0
     """Weight of this plugin among score plugins, and of GPU-set quality in the formula."""
-    loss_weight: float = field(default=1.0, metadata={"key": "loss.weight"})
+    loss_weight: float = 1.0
     """Weight of the fragmentation loss in the formula (YAML key ``loss.weight``)."""
     single_domain: bool = False
     """Filter out nodes where the k GPUs would cross NVLink domains (hard topology)."""

@@ -1,7 +1,9 @@
 """HTTP framing of the extender: a small ASGI app (run by uvicorn).
 
 Routes: POST /filter, /prioritize, /preempt, /bind (also under a /scheduler
-prefix, kube-scheduler's urlPrefix convention); GET /healthz, /readyz, /metrics.
+prefix, kube-scheduler's urlPrefix convention); GET /healthz, /readyz, /metrics,
+and /debug/decisions (the most recent filter/prioritize/bind outcomes, JSON;
+``?pod=ns/name`` for one pod).
 Bad input never reaches the cache: malformed JSON or wrong types -> 400,
 unknown path -> 404, wrong method -> 405, body over the limit -> 413, each
 with a JSON body ``{"Error": "..."}`` naming the problem.
@@ -13,6 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import parse_qs
 
 import msgspec
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -91,8 +94,8 @@ class ExtenderApp:
         if path.startswith("/scheduler/"):
             path = path[len("/scheduler") :]
         method: str = scope["method"]
-        if path in ("/healthz", "/readyz", "/metrics"):
-            await self._probe(path, method, send)
+        if path in ("/healthz", "/readyz", "/metrics", "/debug/decisions"):
+            await self._probe(path, method, send, scope.get("query_string", b""))
             return
         verb = path.lstrip("/")
         start = time.perf_counter()
@@ -164,7 +167,7 @@ class ExtenderApp:
             return _encoder.encode(ext.preempt(_decode(_preempt_decoder, body, verb)))
         return _encoder.encode(await ext.bind(_decode(_bind_decoder, body, verb)))
 
-    async def _probe(self, path: str, method: str, send: Send) -> None:
+    async def _probe(self, path: str, method: str, send: Send, query: bytes) -> None:
         if method not in ("GET", "HEAD"):
             await _respond(send, 405, b'{"Error":"use GET"}')
             return
@@ -173,6 +176,11 @@ class ExtenderApp:
         elif path == "/readyz":
             ok, why = self.ready()
             await _respond(send, 200 if ok else 503, why.encode(), b"text/plain")
+        elif path == "/debug/decisions":
+            # ?pod=<namespace>/<name> narrows to one pod
+            wanted = parse_qs(query.decode()).get("pod", [""])[0]
+            rows = [d for d in self.extender.decisions if not wanted or d["pod"] == wanted]
+            await _respond(send, 200, _encoder.encode(rows))
         else:
             data = generate_latest(self.metrics.registry)
             await _respond(send, 200, data, CONTENT_TYPE_LATEST.encode())

@@ -19,10 +19,13 @@ tiers:
   - name: predicates
   - name: binpack
     arguments:
-      binpack.weight: 1
+      # GPU batch work: pack nodes so whole nodes stay free for large jobs
+      binpack.weight: 3
   - name: nodeorder
     arguments:
-      leastrequested.weight: 1
+      nodeorder.weight: 1
+      leastrequested.weight: 0
+      balancedresource.weight: 1
 """
 
 

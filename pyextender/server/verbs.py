@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -35,6 +37,8 @@ from pyextender.server.metrics import Metrics
 log = logging.getLogger(__name__)
 
 NOT_IN_CACHE = "node is not in the pyextender cache yet"
+DECISION_LOG_SIZE = 2000
+"""Most recent decisions kept for /debug/decisions (a ring; older ones drop)."""
 
 
 class BadRequest(ValueError):
@@ -72,6 +76,10 @@ class Extender:
         self.profile = profile
         self.binder = binder
         self.metrics = metrics
+        self.decisions: deque[dict[str, Any]] = deque(maxlen=DECISION_LOG_SIZE)
+
+    def _decide(self, pod: str, verb: str, **what: Any) -> None:
+        self.decisions.append({"time": time.time(), "pod": pod, "verb": verb, **what})
 
     # -- helpers -------------------------------------------------------------
     def _pod(self, raw: dict[str, Any] | None) -> PodInfo:
@@ -115,6 +123,14 @@ class Extender:
                 unresolvable[name] = outcome.reasons[i]
             else:
                 failed[name] = outcome.reasons[i]
+        self._decide(
+            pod.key,
+            "filter",
+            feasible=len(passed),
+            failed=len(failed),
+            unresolvable=len(unresolvable),
+            reasons=sorted({*list(failed.values())[:20], *list(unresolvable.values())[:20]}),
+        )
         if args.NodeNames is not None or args.Nodes is None:
             return ExtenderFilterResult(
                 NodeNames=passed, FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable
@@ -141,6 +157,9 @@ class Extender:
             HostPriority(Host=state_names[r], Score=s)
             for r, s in zip(rows.tolist(), ext.tolist(), strict=True)
         ]
+        if out:
+            best = max(out, key=lambda h: h.Score)
+            self._decide(pod.key, "prioritize", best=best.Host, score=best.Score, nodes=len(out))
         out.extend(HostPriority(Host=n, Score=0) for n in unknown)
         return out
 
@@ -172,27 +191,27 @@ class Extender:
             # The watch has not shown us the pod yet: read it, so the fit guard runs.
             raw = await asyncio.to_thread(self.binder.read_pod, args.PodNamespace, args.PodName)
             if raw is None:
-                self.metrics.binds.labels("error").inc()
-                return ExtenderBindingResult(Error=f"pod {key} does not exist")
+                return self._bound(key, args.Node, "error", f"pod {key} does not exist")
             pod = pod_from_dict(raw)
         row = self.cache.state.index.get(args.Node)
         if row is None:
-            self.metrics.binds.labels("no_fit").inc()
-            return ExtenderBindingResult(Error=f"node {args.Node}: {NOT_IN_CACHE}")
+            return self._bound(key, args.Node, "no_fit", f"node {args.Node}: {NOT_IN_CACHE}")
         if pod.node_name == args.Node:
-            self.metrics.binds.labels("already_bound").inc()
-            return ExtenderBindingResult()
+            return self._bound(key, args.Node, "already_bound", "")
         if pod.node_name:
-            self.metrics.binds.labels("conflict").inc()
-            return ExtenderBindingResult(Error=f"pod {key} is already bound to {pod.node_name}")
+            return self._bound(
+                key, args.Node, "conflict", f"pod {key} is already bound to {pod.node_name}"
+            )
         held = self.cache.state.pods.get(pod.uid)
         if held is None or held.node != row:
             # Final guard: the node must still fit, counting binds in flight.
             outcome = self.profile.filter(self._context(pod), np.asarray([row], dtype=np.int64))
             if outcome.codes[0] != Code.SUCCESS:
-                self.metrics.binds.labels("no_fit").inc()
-                return ExtenderBindingResult(
-                    Error=f"pod {key} no longer fits node {args.Node}: {outcome.reasons[0]}"
+                return self._bound(
+                    key,
+                    args.Node,
+                    "no_fit",
+                    f"pod {key} no longer fits node {args.Node}: {outcome.reasons[0]}",
                 )
             self.cache.assume(pod, args.Node)
         uid = args.PodUID or pod.uid
@@ -204,16 +223,18 @@ class Extender:
             raw = await asyncio.to_thread(self.binder.read_pod, args.PodNamespace, args.PodName)
             current = ((raw or {}).get("spec") or {}).get("nodeName")
             if current == args.Node:
-                self.metrics.binds.labels("already_bound").inc()
-                return ExtenderBindingResult()
+                return self._bound(key, args.Node, "already_bound", "")
             self.cache.forget_assumed(pod.uid)
-            self.metrics.binds.labels("conflict").inc()
-            return ExtenderBindingResult(Error=f"binding {key} to {args.Node}: {exc}")
+            return self._bound(key, args.Node, "conflict", f"binding {key} to {args.Node}: {exc}")
         except Exception as exc:
             self.cache.forget_assumed(pod.uid)
-            self.metrics.binds.labels("error").inc()
             log.warning("bind %s -> %s failed: %s", key, args.Node, exc)
-            return ExtenderBindingResult(Error=f"binding {key} to {args.Node}: {exc}")
-        self.metrics.binds.labels("bound").inc()
+            return self._bound(key, args.Node, "error", f"binding {key} to {args.Node}: {exc}")
         log.info("bound %s to %s", key, args.Node)
-        return ExtenderBindingResult()
+        return self._bound(key, args.Node, "bound", "")
+
+    def _bound(self, key: str, node: str, result: str, error: str) -> ExtenderBindingResult:
+        """Count and log a bind outcome; "" error means success."""
+        self.metrics.binds.labels(result).inc()
+        self._decide(key, "bind", node=node, result=result, error=error)
+        return ExtenderBindingResult(Error=error)

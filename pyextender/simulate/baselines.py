@@ -52,7 +52,7 @@ class RandomScore:
         self.rng = np.random.default_rng(seed)
 
     def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:
-        result: FloatArray = self.rng.random(rows.shape[0]) * 100.0
+        result: FloatArray = np.multiply(self.rng.random(rows.shape[0]), 100.0)
         return result
 
 

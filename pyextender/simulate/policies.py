@@ -69,7 +69,7 @@ def _fgd(seed: int) -> tuple[Profile, Chooser]:
     share = gpu_share.GpuShare(gpu_share.Args(resolution=1.0))
 
     def choose(ctx: PodContext, row: int) -> tuple[int, ...]:
-        return gpu_share.choose_gpus(ctx, row, floor=True)
+        return gpu_share.choose_gpus(ctx, row, resolution=1.0)
 
     return _profile((share, 1.0)), choose
 

@@ -74,7 +74,7 @@ def node_order(n: int, seed: int) -> npt.NDArray[np.int64]:
 
 def bucket_of(arrived_pct: float) -> int:
     """Column of an event: round half away from zero, as Go's math.Round."""
-    return int(math.floor(arrived_pct + 0.5))
+    return math.floor(arrived_pct + 0.5)
 
 
 @dataclass(frozen=True, slots=True)

@@ -233,3 +233,15 @@ def test_probes(c: Client) -> None:
     assert c.call("/readyz", b"", "GET")[0] == 200
     code, text = c.call("/metrics", b"", "GET")
     assert code == 200 and "pyextender_verb_duration_seconds" in text
+
+
+def test_decisions_say_why(c: Client) -> None:
+    c.call("/filter", json.dumps({"Pod": _pod("big", 8), "NodeNames": ["n4"]}).encode())
+    c.cache.pod_event("ADDED", _pod("a", 8))
+    _bind(c, "a", "n8")
+    code, rows = c.call("/debug/decisions", b"", "GET")
+    assert code == 200
+    verbs = [(r["pod"], r["verb"]) for r in rows]
+    assert ("ns/big", "filter") in verbs and ("ns/a", "bind") in verbs
+    big = next(r for r in rows if r["pod"] == "ns/big")
+    assert big["feasible"] == 0 and big["unresolvable"] == 1 and "nvidia.com/gpu" in big["reasons"][0]

@@ -78,9 +78,9 @@ def clusters(draw: st.DrawFn) -> tuple[FgdInput, TaskClasses, int, np.ndarray, i
     req_milli = 0 if req_num == 0 else draw(st.sampled_from([50, 200, 500, 1000]))
     if req_num > 1:
         req_milli = 1000
-    milli = np.full(n, req_milli, dtype=np.int64)
+    milli_rows = np.full(n, req_milli, dtype=np.int64)
     nodes = FgdInput(cpu.astype(np.int64), free, count.astype(np.int32), model)
-    return nodes, classes, draw(st.integers(0, 16_000)), milli, req_num
+    return nodes, classes, draw(st.integers(0, 16_000)), milli_rows, req_num
 
 
 @settings(max_examples=80, deadline=None)

@@ -45,7 +45,7 @@ def test_kernel_matches_references(
 def test_plan_invariants(
     case: tuple[np.ndarray, np.ndarray, np.ndarray, int, int, GangShape],
 ) -> None:
-    sn, slots, dom, s, d, gang = case
+    sn, slots, dom, s, _d, gang = case
     plan = plan_supernodes(*case)
     if not plan.feasible:
         assert plan.assign.sum() == 0

@@ -1,0 +1,163 @@
+"""``make run``: a local cluster, the sidecar, an example GPU workload, a live table.
+
+Brings up a devcluster (kwok GPU nodes, two stock kube-schedulers), starts the
+pyextender sidecar, applies ``examples/gpu-workload.yaml`` and shows every pod
+going from Pending to bound/Running, with the extender's decision for each
+(where it was bound and with what score, or why it cannot be). Leaves the
+cluster running and says how to look at it and how to stop it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from devcluster.cluster import Cluster
+from devcluster.nodes import NodeShape
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gpu-workload.yaml"
+
+
+def _decisions(url: str) -> dict[str, dict[str, Any]]:
+    """Latest filter/prioritize/bind decision per pod, from the sidecar."""
+    try:
+        with urllib.request.urlopen(f"{url}/debug/decisions", timeout=2) as r:
+            rows = json.loads(r.read())
+    except Exception:
+        return {}
+    latest: dict[str, dict[str, Any]] = {}
+    for d in rows:
+        latest.setdefault(d["pod"], {})[d["verb"]] = d
+    return latest
+
+
+def _failures(core: client.CoreV1Api) -> dict[str, str]:
+    """Latest FailedScheduling message per pod name (kube-scheduler's own words)."""
+    out: dict[str, tuple[str, str]] = {}
+    for e in core.list_namespaced_event("demo", field_selector="reason=FailedScheduling").items:
+        when = str(e.last_timestamp or e.event_time or "")
+        name = e.involved_object.name
+        if name not in out or when >= out[name][0]:
+            out[name] = (when, e.message or "")
+    return {k: v[1] for k, v in out.items()}
+
+
+def _why(pod: Any, seen: dict[str, Any], failure: str) -> str:
+    bind = seen.get("bind")
+    if pod.spec.node_name:
+        pri = seen.get("prioritize")
+        score = f", score {pri['score']}/10 over {pri['nodes']} nodes" if pri else ""
+        return f"bound by pyextender{score}"
+    if bind and bind.get("error"):
+        return f"bind refused: {bind['error']}"
+    filt = seen.get("filter")
+    if failure and (not filt or filt["feasible"] == 0):
+        # kube-scheduler's own filters ran first; the extender only sees nodes they pass
+        return "kube-scheduler: " + failure.split(". ")[0].replace(" are available:", ":")
+    if filt:
+        if filt["feasible"] == 0:
+            return "no node fits: " + "; ".join(filt["reasons"][:2])
+        return f"{filt['feasible']} nodes fit; waiting for bind"
+    return "waiting for kube-scheduler"
+
+
+def _gpus(pod: Any) -> int:
+    total = 0
+    for c in pod.spec.containers:
+        req = (c.resources.requests or {}) if c.resources else {}
+        total += int(req.get("nvidia.com/gpu", 0))
+    return total
+
+
+def _table(
+    pods: list[Any], decisions: dict[str, dict[str, Any]], failures: dict[str, str], elapsed: float
+) -> Table:
+    bound = sum(1 for p in pods if p.spec.node_name)
+    t = Table(title=f"pods in namespace demo: {bound}/{len(pods)} bound, {elapsed:.0f}s")
+    for col in ("POD", "GPUS", "PHASE", "NODE", "EXTENDER DECISION"):
+        t.add_column(col)
+    for p in sorted(pods, key=lambda p: p.metadata.name):
+        seen = decisions.get(f"demo/{p.metadata.name}", {})
+        phase = p.status.phase or "Pending"
+        style = "green" if p.spec.node_name else "yellow"
+        t.add_row(
+            p.metadata.name,
+            str(_gpus(p)),
+            f"[{style}]{phase}[/]",
+            p.spec.node_name or "-",
+            _why(p, seen, failures.get(p.metadata.name, "")),
+        )
+    return t
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m devcluster.demo", description=__doc__)
+    ap.add_argument("--name", default="demo", help="cluster name (default %(default)s)")
+    ap.add_argument("--nodes", type=int, default=8, help="kwok GPU nodes, 4..16 (default 8)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds to watch (default 60)")
+    args = ap.parse_args(argv)
+    console = Console(width=max(Console().width, 120))
+    cluster = Cluster(args.name)
+    if cluster.state is not None:
+        cluster.down(quiet=True)
+    st = cluster.up(
+        nodes=args.nodes, shape=NodeShape(cpu="64", memory="512Gi", gpus=8), supernodes=2
+    )
+    cluster.start_sidecar()
+    cluster.wait_sidecar_ready()
+    console.print(f"[bold]sidecar ready[/] at {st.extender_url}; applying {EXAMPLE.name}")
+
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
+    core = client.CoreV1Api(client.ApiClient(cfg))
+    core.create_namespace({"metadata": {"name": "demo"}})
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    for item in doc["items"]:
+        core.create_namespaced_pod("demo", item)
+
+    start = time.monotonic()
+    last_change = start
+    last_bound = -1
+    with Live(console=console, refresh_per_second=4) as live:
+        while True:
+            pods = core.list_namespaced_pod("demo").items
+            bound = sum(1 for p in pods if p.spec.node_name)
+            now = time.monotonic()
+            if bound != last_bound:
+                last_bound, last_change = bound, now
+            live.update(_table(pods, _decisions(st.extender_url), _failures(core), now - start))
+            # settled: nothing new bound for 5 s (the rest cannot fit), or time is up
+            if now - last_change > 5 or now - start > args.timeout:
+                break
+            time.sleep(0.5)
+
+    kc = st.kubeconfig
+    console.print(
+        "\n[bold]The cluster keeps running.[/] Look around:\n"
+        f"  export KUBECONFIG={kc}\n"
+        "  kubectl get pods -n demo -o wide\n"
+        "  kubectl describe pod -n demo <pending pod>     # FailedScheduling says why\n"
+        "  kubectl get nodes -L pyextender.io/supernode\n"
+        f"  curl -s {st.extender_url}/metrics | grep ^pyextender_\n"
+        f"  curl -s '{st.extender_url}/debug/decisions?pod=demo/train-0'\n"
+        f"  logs: {st.logs}/\n"
+        "Stop it (no process left behind):\n"
+        f"  make cluster-down NAME={args.name}"
+        f"     (or: python -m devcluster --name {args.name} down)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
