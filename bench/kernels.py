@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from pyextender.cache.task_classes import TaskClass, TaskClasses
+from pyextender.api.task_classes import TaskClass, TaskClasses
 from pyextender.kernels.gpu_share import (
     FgdInput,
     fgd_scores,

@@ -26,7 +26,7 @@ from pyextender.api.gpu import (
 )
 from pyextender.api.objects import NodeInfo, PodInfo
 from pyextender.api.resources import CPU, GPU
-from pyextender.cache.task_classes import LearnedClasses, TaskClass, TaskClasses
+from pyextender.api.task_classes import LearnedClasses, TaskClass, TaskClasses
 
 MAX_GPUS = 16
 """GPUs per node we model (wider nodes are capped)."""

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from pyextender.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -22,6 +23,8 @@ from pyextender.framework.interfaces import (
 )
 from pyextender.framework.status import Code
 
+_SUCCESS = int(Code.SUCCESS)
+
 Observer = Callable[[str, str, float], None]
 """(plugin name, extension point, seconds) -> None."""
 
@@ -32,12 +35,26 @@ def _ignore(plugin: str, point: str, seconds: float) -> None:
 
 @dataclass(slots=True)
 class FilterOutcome:
-    """Combined verdict of all filter plugins for each candidate row."""
+    """Combined verdict of all filter plugins for each candidate row.
+
+    ``reason_idx[i]`` indexes ``table`` (0 is "" for rows that passed); kept as
+    an array so that 5,000 verdicts cost no per-row Python work until a reply
+    is built.
+    """
 
     rows: IntArray
-    codes: np.ndarray
-    reasons: list[str]
-    """One reason per row; "" for rows that passed."""
+    codes: npt.NDArray[np.int8]
+    reason_idx: npt.NDArray[np.int32]
+    table: list[str]
+
+    def reason(self, i: int) -> str:
+        return self.table[int(self.reason_idx[i])]
+
+    @property
+    def reasons(self) -> list[str]:
+        """One reason per row ("" for rows that passed)."""
+        table = self.table
+        return [table[r] for r in self.reason_idx.tolist()]
 
     def feasible(self) -> IntArray:
         feasible: IntArray = self.rows[self.codes == Code.SUCCESS]
@@ -56,23 +73,24 @@ class Profile:
         """Run every filter on the rows still feasible; the first failure names the reason."""
         n = rows.shape[0]
         codes = np.zeros(n, dtype=np.int8)
-        reasons = [""] * n
+        reason_idx = np.zeros(n, dtype=np.int32)
+        table = [""]
         alive = np.arange(n)
         for plugin in self.filters:
             if alive.shape[0] == 0:
                 break
             start = time.perf_counter()
-            result = plugin.filter(ctx, rows[alive])
+            result = plugin.filter(ctx, rows[alive] if alive.shape[0] < n else rows)
             self.observe(plugin.name, "filter", time.perf_counter() - start)
-            failed = np.flatnonzero(result.codes != Code.SUCCESS)
-            if failed.shape[0]:
+            ok = result.codes == _SUCCESS
+            if not ok.all():
+                failed = np.flatnonzero(~ok)
                 idx = alive[failed]
                 codes[idx] = result.codes[failed]
-                table = result.reasons
-                for i, rid in zip(idx.tolist(), result.reason_ids[failed].tolist(), strict=True):
-                    reasons[i] = table[rid]
-                alive = alive[result.codes == Code.SUCCESS]
-        return FilterOutcome(rows=rows, codes=codes, reasons=reasons)
+                reason_idx[idx] = len(table) + result.reason_ids[failed]
+                table.extend(result.reasons)
+                alive = alive[ok]
+        return FilterOutcome(rows=rows, codes=codes, reason_idx=reason_idx, table=table)
 
     def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:
         """Weighted mean of plugin scores, in [0, MAX_NODE_SCORE]."""

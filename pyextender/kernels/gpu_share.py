@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pyextender.cache.task_classes import TaskClasses
+from pyextender.api.task_classes import TaskClasses
 from pyextender.kernels.jit import LoopKernel, compile_kernel
 
 I32 = npt.NDArray[np.int32]

@@ -30,7 +30,6 @@ from pyextender.plugins.gpu_rows import (
     pod_cpu,
 )
 
-
 SCALE_MILLI = 1000.0
 """Δ (milli-GPU) that moves the score from 50 to 73: the sigmoid's temperature (FGD's)."""
 

@@ -34,8 +34,9 @@ class Predicates:
         need = ctx.request
         cols = np.flatnonzero(need > 0)
         n = rows.shape[0]
-        alloc = state.alloc[rows][:, cols]
-        free = alloc - state.used[rows][:, cols]
+        # np.take on rows, then columns: the cheapest gather numpy offers here
+        alloc = np.take(state.alloc, rows, axis=0)[:, cols]
+        free = alloc - np.take(state.used, rows, axis=0)[:, cols]
         short = free < need[cols]
         never = alloc < need[cols]
         names = [state.resources[c] for c in cols.tolist()]

@@ -27,8 +27,9 @@ def utilisation_after(
     if not cols:
         return np.zeros((rows.shape[0], 0)), np.zeros(0)
     c = np.asarray(cols)
-    alloc = state.alloc[rows][:, c].astype(np.float64)
-    after = state.used[rows][:, c] + ctx.request[c]
+    # np.take on rows, then columns: the cheapest gather numpy offers here
+    alloc = np.take(state.alloc, rows, axis=0)[:, c].astype(np.float64)
+    after = np.take(state.used, rows, axis=0)[:, c] + ctx.request[c]
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.where(alloc > 0, after / alloc, 1.0)
     return np.clip(frac, 0.0, 1.0), np.asarray(ws)

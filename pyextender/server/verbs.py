@@ -36,6 +36,11 @@ from pyextender.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
+# plain ints: comparing numpy arrays with IntEnum members is slow per element
+_SUCCESS = int(Code.SUCCESS)
+_UNSCHEDULABLE = int(Code.UNSCHEDULABLE)
+_UNRESOLVABLE = int(Code.UNRESOLVABLE)
+
 NOT_IN_CACHE = "node is not in the pyextender cache yet"
 DECISION_LOG_SIZE = 2000
 """Most recent decisions kept for /debug/decisions (a ring; older ones drop)."""
@@ -109,27 +114,26 @@ class Extender:
                 FailedNodes={},
                 FailedAndUnresolvableNodes={},
             )
-        rows, unknown = self.cache.state.rows_of(names)
+        rows, known, unknown = self.cache.state.rows_of(names)
         outcome = self.profile.filter(self._context(pod), rows)
         codes = outcome.codes
-        state_names = self.cache.state.node_names
-        row_list = rows.tolist()
-        passed = [state_names[r] for r, c in zip(row_list, codes.tolist(), strict=True) if c == 0]
+        table = outcome.table
+        ridx = outcome.reason_idx
+        passed = [known[i] for i in np.flatnonzero(codes == _SUCCESS).tolist()]
         failed: dict[str, str] = {n: NOT_IN_CACHE for n in unknown}
-        unresolvable: dict[str, str] = {}
-        for i in np.flatnonzero(codes).tolist():
-            name = state_names[row_list[i]]
-            if codes[i] == Code.UNRESOLVABLE:
-                unresolvable[name] = outcome.reasons[i]
-            else:
-                failed[name] = outcome.reasons[i]
+        hit = np.flatnonzero(codes == _UNSCHEDULABLE)
+        failed.update(zip([known[i] for i in hit.tolist()], [table[r] for r in ridx[hit].tolist()]))
+        hit = np.flatnonzero(codes == _UNRESOLVABLE)
+        unresolvable = dict(
+            zip([known[i] for i in hit.tolist()], [table[r] for r in ridx[hit].tolist()])
+        )
         self._decide(
             pod.key,
             "filter",
             feasible=len(passed),
             failed=len(failed),
             unresolvable=len(unresolvable),
-            reasons=sorted({*list(failed.values())[:20], *list(unresolvable.values())[:20]}),
+            reasons=sorted({table[r] for r in np.unique(ridx).tolist() if r}),
         )
         if args.NodeNames is not None or args.Nodes is None:
             return ExtenderFilterResult(
@@ -148,18 +152,16 @@ class Extender:
         names = _node_names(args)
         if not self._ours(pod):
             return [HostPriority(Host=n, Score=0) for n in names]
-        rows, unknown = self.cache.state.rows_of(names)
+        rows, known, unknown = self.cache.state.rows_of(names)
         scores = self.profile.score(self._context(pod), rows)
         # 0..100 -> 0..10, rounded to nearest
         ext = np.rint(scores * (MAX_EXTENDER_PRIORITY / MAX_NODE_SCORE)).astype(np.int64)
-        state_names = self.cache.state.node_names
-        out = [
-            HostPriority(Host=state_names[r], Score=s)
-            for r, s in zip(rows.tolist(), ext.tolist(), strict=True)
-        ]
-        if out:
-            best = max(out, key=lambda h: h.Score)
-            self._decide(pod.key, "prioritize", best=best.Host, score=best.Score, nodes=len(out))
+        out = list(map(HostPriority, known, ext.tolist()))
+        if known:
+            best = int(ext.argmax())
+            self._decide(
+                pod.key, "prioritize", best=known[best], score=int(ext[best]), nodes=len(out)
+            )
         out.extend(HostPriority(Host=n, Score=0) for n in unknown)
         return out
 
@@ -211,7 +213,7 @@ class Extender:
                     key,
                     args.Node,
                     "no_fit",
-                    f"pod {key} no longer fits node {args.Node}: {outcome.reasons[0]}",
+                    f"pod {key} no longer fits node {args.Node}: {outcome.reason(0)}",
                 )
             self.cache.assume(pod, args.Node)
         uid = args.PodUID or pod.uid

@@ -59,8 +59,9 @@ def _profile(*scorers: tuple[ScorePlugin, float]) -> Profile:
 
 
 def _pyextender(seed: int) -> tuple[Profile, Chooser]:
-    share = gpu_share.GpuShare(gpu_share.Args(weight=1.0))
-    topology = gpu_topology.GpuTopology(gpu_topology.Args(weight=0.2, loss_weight=1.0))
+    """The production GPU tier with its shipped defaults (gpu-share, gpu-topology)."""
+    share = gpu_share.GpuShare(gpu_share.Args())
+    topology = gpu_topology.GpuTopology(gpu_topology.Args())
     profile = _profile((share, share.args.weight), (topology, topology.args.weight))
     return profile, gpu_share.choose_gpus
 

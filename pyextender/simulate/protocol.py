@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from pyextender.cache.task_classes import TaskClass, TaskClasses, select_classes
+from pyextender.api.task_classes import TaskClass, TaskClasses, select_classes
 from pyextender.simulate.trace import PodRow
 
 F64 = npt.NDArray[np.float64]

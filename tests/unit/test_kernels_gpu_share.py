@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyextender.cache.task_classes import TaskClass, TaskClasses
+from pyextender.api.task_classes import TaskClass, TaskClasses
 from pyextender.kernels.gpu_share import (
     NO_FIT,
     FgdInput,
