@@ -207,15 +207,20 @@ def main() -> None:
             flush=True,
         )
         results.append(run(n, args.requests))
-    print(
-        f"{'nodes':>6} {'verb':<11} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'in-proc p50':>12} {'healthz p50':>12}"
-    )
+    head = ("nodes", "verb", "p50 ms", "p99 ms", "req/s", "in-proc p50", "healthz p50")
+    print("{:>6} {:<11} {:>8} {:>8} {:>8} {:>12} {:>12}".format(*head))
     for r in results:
         for verb in ("filter", "prioritize"):
-            print(
-                f"{r['nodes']:>6} {verb:<11} {r[f'{verb}_p50_ms']:>8.3f} {r[f'{verb}_p99_ms']:>8.3f} "
-                f"{r[f'{verb}_requests_per_s']:>8.0f} {r[f'{verb}_inprocess_p50_ms']:>12.3f} {r['healthz_p50_ms']:>12.3f}"
+            cells = (
+                r["nodes"],
+                verb,
+                r[f"{verb}_p50_ms"],
+                r[f"{verb}_p99_ms"],
+                r[f"{verb}_requests_per_s"],
+                r[f"{verb}_inprocess_p50_ms"],
+                r["healthz_p50_ms"],
             )
+            print("{:>6} {:<11} {:>8.3f} {:>8.3f} {:>8.0f} {:>12.3f} {:>12.3f}".format(*cells))
     print("budget (DESIGN.md §5): filter/prioritize p99 <= 2 ms at 5,000 nodes on one core")
     print(json.dumps({"bench": "verbs", "results": results}))
 

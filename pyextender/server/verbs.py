@@ -15,6 +15,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from pyextender.api.extender import (
     MAX_EXTENDER_PRIORITY,
@@ -65,6 +66,15 @@ def _node_names(args: ExtenderArgs) -> list[str]:
             names.append(name)
         return names
     return []
+
+
+def _reasons_by_name(
+    names: list[str], table: list[str], ridx: npt.NDArray[np.int32], mask: npt.NDArray[np.bool_]
+) -> dict[str, str]:
+    """{node name: reason} for the candidates selected by ``mask``."""
+    hit = np.flatnonzero(mask)
+    keys = [names[i] for i in hit.tolist()]
+    return dict(zip(keys, [table[r] for r in ridx[hit].tolist()], strict=True))
 
 
 class Extender:
@@ -121,12 +131,8 @@ class Extender:
         ridx = outcome.reason_idx
         passed = [known[i] for i in np.flatnonzero(codes == _SUCCESS).tolist()]
         failed: dict[str, str] = {n: NOT_IN_CACHE for n in unknown}
-        hit = np.flatnonzero(codes == _UNSCHEDULABLE)
-        failed.update(zip([known[i] for i in hit.tolist()], [table[r] for r in ridx[hit].tolist()]))
-        hit = np.flatnonzero(codes == _UNRESOLVABLE)
-        unresolvable = dict(
-            zip([known[i] for i in hit.tolist()], [table[r] for r in ridx[hit].tolist()])
-        )
+        failed.update(_reasons_by_name(known, table, ridx, codes == _UNSCHEDULABLE))
+        unresolvable = _reasons_by_name(known, table, ridx, codes == _UNRESOLVABLE)
         self._decide(
             pod.key,
             "filter",
