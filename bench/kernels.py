@@ -110,6 +110,7 @@ def same(a: Any, b: Any) -> bool:
 def kernels_for(c: dict[str, Any]) -> dict[str, dict[str, Callable[[], Any]]]:
     topo = TopologyKernel()
     topo_py = TopologyKernel()
+    topo_warm = TopologyKernel()
     sizes = np.asarray([1, 2, 4, 8], np.int64)
     weights = np.asarray([60, 25, 10, 5], np.int64)
     t_args = (c["mask"], c["layout"], c["layouts"], 2, sizes, weights, 1.0, 1.0)
@@ -126,7 +127,10 @@ def kernels_for(c: dict[str, Any]) -> dict[str, dict[str, Callable[[], Any]]]:
     s_args = (sn, slots, dom, s_count, 1, gang)
     return {
         "topology_loss": {
-            "numba": lambda: topo.run(*t_args),
+            # cold: every distinct (layout, free mask) computed afresh, as on the first
+            # pod of a new size; warm: the memo of the previous call with the same request
+            "numba": lambda: (topo.forget(), topo.run(*t_args))[1],
+            "numba_warm": lambda: topo_warm.run(*t_args),
             "numpy": lambda: topology_numpy(*t_args),
             "python": lambda: topo_py.run_python(*t_args),
         },
@@ -143,7 +147,7 @@ def kernels_for(c: dict[str, Any]) -> dict[str, dict[str, Callable[[], Any]]]:
     }
 
 
-CALLS = {"numba": 300, "numpy": 30, "python": 3}
+CALLS = {"numba": 300, "numba_warm": 300, "numpy": 30, "python": 3}
 
 
 def bench_size(n: int, quick: bool) -> dict[str, dict[str, float | bool]]:
@@ -163,9 +167,7 @@ def bench_size(n: int, quick: bool) -> dict[str, dict[str, float | bool]]:
             results[impl] = res
             row[f"{impl}_p50_us"] = round(float(np.percentile(times, 50)), 1)
             row[f"{impl}_p99_us"] = round(float(np.percentile(times, 99)), 1)
-        row["identical"] = same(results["numba"], results["numpy"]) and same(
-            results["numba"], results["python"]
-        )
+        row["identical"] = all(same(results["numba"], r) for r in results.values())
         row["speedup_vs_numpy"] = round(float(row["numpy_p50_us"]) / float(row["numba_p50_us"]), 1)
         row["speedup_vs_python"] = round(
             float(row["python_p50_us"]) / float(row["numba_p50_us"]), 1
@@ -206,6 +208,7 @@ def startup() -> dict[str, float]:
             for name, ms in per_kernel.items():
                 figures[f"{name}_{phase}_ms"] = round(ms, 1)
             figures[f"import_{phase}_ms"] = round(imports, 1)
+            figures[f"all_kernels_ready_{phase}_ms"] = round(sum(per_kernel.values()), 1)
     return figures
 
 
@@ -222,26 +225,45 @@ def main() -> int:
     print("measuring compile and cache-hit start-up in subprocesses ...", file=sys.stderr)
     report["startup"] = startup()
     head = (
-        f"{'kernel':<15} {'nodes':>6} {'numba p50/p99 µs':>18} {'numpy p50/p99 µs':>19} "
-        f"{'python p50 µs':>14} {'x numpy':>8} {'x python':>9} {'same':>5}"
+        f"{'kernel':<15} {'nodes':>6} {'numba p50/p99 µs':>18} {'warm p50':>9} "
+        f"{'numpy p50/p99 µs':>19} {'python p50 µs':>14} {'x numpy':>8} {'x python':>9} "
+        f"{'same':>5}"
     )
     print(head)
     print("-" * len(head))
     for n, kernels in report["sizes"].items():
         for name, r in kernels.items():
+            warm = f"{r['numba_warm_p50_us']:.1f}" if "numba_warm_p50_us" in r else "-"
             print(
                 f"{name:<15} {n:>6} "
-                f"{r['numba_p50_us']:>8.1f}/{r['numba_p99_us']:<9.1f} "
+                f"{r['numba_p50_us']:>8.1f}/{r['numba_p99_us']:<9.1f} {warm:>9} "
                 f"{r['numpy_p50_us']:>9.1f}/{r['numpy_p99_us']:<9.1f} "
                 f"{r['python_p50_us']:>14.0f} {r['speedup_vs_numpy']:>8.1f} "
                 f"{r['speedup_vs_python']:>9.1f} {'yes' if r['identical'] else 'NO':>5}"
             )
-    biggest = report["sizes"][str(max(sizes))]
-    combo = biggest["topology_loss"]["numba_p99_us"] + biggest["supernode"]["numba_p99_us"]
-    report["topology_plus_supernode_p99_us_at_max_nodes"] = round(combo, 1)
-    print(f"\ntopology-loss + supernode at {max(sizes)} nodes: p99 {combo:.1f} µs (budget 100 µs)")
+    top = max(sizes)
+    both = [report["sizes"][str(top)][k] for k in ("topology_loss", "supernode")]
+
+    def total(field: str) -> float:
+        return float(sum(float(r[field]) for r in both))
+
+    budget = {
+        "nodes": top,
+        "numba_p50_us": round(total("numba_p50_us"), 1),
+        "numba_p99_us": round(total("numba_p99_us"), 1),
+        "speedup_vs_numpy": round(total("numpy_p50_us") / total("numba_p50_us"), 1),
+        "speedup_vs_python": round(total("python_p50_us") / total("numba_p50_us"), 1),
+    }
+    report["topology_plus_supernode"] = budget
+    print(
+        f"\ntopology-loss + supernode (cold) at {top} nodes: p50 {budget['numba_p50_us']} µs, "
+        f"p99 {budget['numba_p99_us']} µs (budget 100), x{budget['speedup_vs_numpy']} numpy "
+        f"(budget 5), x{budget['speedup_vs_python']} pure Python (budget 100)"
+    )
+    print("start-up in a fresh process (first call; the first kernel called also pays numba's")
+    print("one-time runtime initialisation):")
     for key, value in report["startup"].items():
-        print(f"startup {key:<32} {value:>9.1f} ms")
+        print(f"  {key:<34} {value:>9.1f} ms")
     print(json.dumps(report))
     return 0
 

@@ -93,7 +93,12 @@ def serve(nodes: int, port: int) -> None:
 
     from pyextender.server.http import ExtenderApp
 
+    from pyextender.server.app import freeze_heap, tune_gc
+
     ext = build_extender(nodes)
+    if os.environ.get("BENCH_DEFAULT_GC") != "1":
+        tune_gc()
+        freeze_heap()
     app = ExtenderApp(ext, lambda: (True, "ok"))
     uvicorn.run(
         app,

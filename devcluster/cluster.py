@@ -28,6 +28,7 @@ from devcluster import build, config, pki
 from devcluster.nodes import NodeShape, node_manifest, supernode_of
 
 ROOT_ENV = "PYEXTENDER_DEVCLUSTER_DIR"
+CRD_DIR = Path(__file__).resolve().parent.parent / "manifests" / "crds"
 
 
 def default_root() -> Path:
@@ -156,6 +157,7 @@ class Cluster:
         try:
             self._start_etcd(st, bins["etcd"])
             self._start_apiserver(st, bins["kube-apiserver"], pki_dir, timeout)
+            self._install_crds(st, timeout)
             self._create_nodes(st, nodes, shape, supernodes)
             self._spawn(
                 st,
@@ -264,6 +266,30 @@ class Cluster:
         k8s_config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
         return k8s.ApiClient(cfg)
 
+    def _install_crds(self, st: ClusterState, timeout: float) -> None:
+        """Apply manifests/crds/*.yaml and wait until every CRD is Established."""
+        import yaml
+        from kubernetes import client as k8s
+
+        files = sorted(CRD_DIR.glob("*.yaml"))
+        ext = k8s.ApiextensionsV1Api(self._client(st))
+        names = []
+        for f in files:
+            doc = yaml.safe_load(f.read_text())
+            ext.create_custom_resource_definition(doc, _preload_content=False)
+            names.append(doc["metadata"]["name"])
+        self._say(f"installed {len(names)} CRDs")
+        deadline = time.monotonic() + timeout
+        for name in names:
+            while True:
+                crd = ext.read_custom_resource_definition(name)
+                conds = {c.type: c.status for c in (crd.status.conditions or [])}
+                if conds.get("Established") == "True":
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"CRD {name} not Established after {timeout:.0f}s")
+                time.sleep(0.1)
+
     def _create_nodes(
         self, st: ClusterState, nodes: int, shape: NodeShape, supernodes: int
     ) -> None:
@@ -325,21 +351,29 @@ class Cluster:
         raise TimeoutError(f"only {ready}/{nodes} nodes Ready after {timeout:.0f}s")
 
     # -- sidecar -------------------------------------------------------------
+    def start_component(self, role: str, command: list[str]) -> int:
+        """Run ``pyextender <command...> --kubeconfig=<ours>`` as process ``role``.
+
+        Its output goes to ``logs/<role>.log``; ``down`` stops it with the rest.
+        Returns the pid.
+        """
+        st = self.state
+        if st is None:
+            raise RuntimeError(f"cluster {self.name!r} is not up")
+        if role in st.pids and _alive(st.pids[role]):
+            raise RuntimeError(f"{role} is already running (pid {st.pids[role]})")
+        cmd = [sys.executable, "-m", "pyextender.cli", *command, f"--kubeconfig={st.kubeconfig}"]
+        self._spawn(st, role, cmd)
+        return st.pids[role]
+
     def start_sidecar(self, extra_args: list[str] | None = None, role: str = "sidecar") -> int:
         """Run ``pyextender serve`` on the extender port; returns its pid."""
         st = self.state
         if st is None:
             raise RuntimeError(f"cluster {self.name!r} is not up")
-        cmd = [
-            sys.executable,
-            "-m",
-            "pyextender.cli",
-            "serve",
-            f"--kubeconfig={st.kubeconfig}",
-            f"--port={st.extender_port}",
-        ] + (extra_args or [])
-        self._spawn(st, role, cmd)
-        return st.pids[role]
+        return self.start_component(
+            role, ["serve", f"--port={st.extender_port}", *(extra_args or [])]
+        )
 
     def wait_sidecar_ready(self, timeout: float = 60.0) -> None:
         st = self.state

@@ -80,7 +80,12 @@ def topology_loops(
             continue
         lc = lay_count[lid]
         base = lid * stride
-        for d in range(lc):
+        # domains are numbered 0..nd-1: loop over nd domains, not over GPU slots
+        nd = 0
+        for j in range(lc):
+            if lay_domain[base + j] >= nd:
+                nd = lay_domain[base + j] + 1
+        for d in range(nd):
             cnt[d] = 0
             dsize[d] = 0
             take[d] = 0
@@ -92,7 +97,7 @@ def topology_loops(
                 cnt[d] += 1
                 tot += 1
         biggest = 0
-        for d in range(lc):
+        for d in range(nd):
             if dsize[d] > biggest:
                 biggest = dsize[d]
         chosen = 0
@@ -103,7 +108,7 @@ def topology_loops(
             remaining = k
             while remaining > 0:
                 fit = -1
-                for d in range(lc):
+                for d in range(nd):
                     if take[d] == 0 and cnt[d] >= remaining and (fit < 0 or cnt[d] < cnt[fit]):
                         fit = d
                 if fit >= 0:
@@ -111,20 +116,20 @@ def topology_loops(
                     remaining = 0
                 else:
                     big = -1
-                    for d in range(lc):
+                    for d in range(nd):
                         if take[d] == 0 and cnt[d] > 0 and (big < 0 or cnt[d] > cnt[big]):
                             big = d
                     take[big] = cnt[big]
                     remaining -= cnt[big]
                 ndom += 1
-            for d in range(lc):
-                left = take[d]
-                for j in range(lc):
-                    if left == 0:
-                        break
-                    if lay_domain[base + j] == d and (mask >> j) & 1:
-                        chosen |= 1 << j
-                        left -= 1
+            # lowest-indexed free GPUs of each domain; dsize now counts what is left to take
+            for d in range(nd):
+                dsize[d] = take[d]
+            for j in range(lc):
+                d = lay_domain[base + j]
+                if dsize[d] > 0 and (mask >> j) & 1:
+                    chosen |= 1 << j
+                    dsize[d] -= 1
             before = 0
             after = 0
             for s_i in range(s_count):
@@ -132,7 +137,7 @@ def topology_loops(
                 p_before = 0
                 p_after = 0
                 if s <= biggest:
-                    for d in range(lc):
+                    for d in range(nd):
                         p_before += cnt[d] // s
                         p_after += (cnt[d] - take[d]) // s
                 else:
@@ -188,15 +193,23 @@ class TopologyResult:
 
 
 class TopologyKernel:
-    """Holds the memo between calls (it is stamped per call, never cleared).
+    """Holds the memo between calls. One instance per thread (the memo is scratch).
 
-    One instance per thread: the memo is scratch space, not shared state.
+    Memo entries are tagged with a stamp that changes whenever the request
+    (k, sizes, weights) or the layouts change, so consecutive calls for the
+    same request reuse every (layout, mask) already computed; ``forget()``
+    forces a fresh stamp (a cold call).
     """
 
     def __init__(self) -> None:
         self._stamp = 0
+        self._key: tuple[object, ...] = ()
         self._size = -1
         self._memo: tuple[I64, I64, I32, I64, F64] | None = None
+        self._prepared: tuple[I64, I32, int] | None = None
+
+    def forget(self) -> None:
+        self._key = ()
 
     def _buffers(self, layouts: Layouts) -> tuple[I64, I64, I32, I64, F64]:
         size = layouts.memo_size
@@ -222,14 +235,23 @@ class TopologyKernel:
         weight: float,
         loss_weight: float,
     ) -> tuple[object, ...]:
-        self._stamp += 1
-        stride = layouts.domain.shape[1]
+        key = (
+            int(k), sizes.tobytes(), size_w.tobytes(), float(weight), float(loss_weight),
+            layouts.count.tobytes(), layouts.domain.tobytes(),
+        )  # fmt: skip
+        if key != self._key or self._prepared is None:
+            self._key = key
+            self._stamp += 1
+            flat = np.ascontiguousarray(layouts.domain, dtype=np.int32).reshape(-1)
+            self._prepared = (layouts.offsets, flat, int(size_w.sum()))
+        offsets, flat, w_sum = self._prepared
         return (
-            int(free_mask.shape[0]), stride,
+            int(free_mask.shape[0]), layouts.domain.shape[1],
             np.ascontiguousarray(free_mask, dtype=np.int64),
             np.ascontiguousarray(layout, dtype=np.int32),
-            layouts.count, np.ascontiguousarray(layouts.domain).reshape(-1), layouts.offsets,
-            int(k), int(sizes.shape[0]), sizes, size_w, int(size_w.sum()),
+            np.ascontiguousarray(layouts.count, dtype=np.int32), flat, offsets,
+            int(k), int(sizes.shape[0]), np.ascontiguousarray(sizes, dtype=np.int64),
+            np.ascontiguousarray(size_w, dtype=np.int64), w_sum,
             float(weight), float(loss_weight), self._stamp,
         )  # fmt: skip
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from dataclasses import dataclass
 
@@ -38,6 +39,34 @@ class ServeOptions:
     """Scheduler config file (reloaded on change); None for the built-in default."""
     max_body_bytes: int
     """Largest accepted request body, bytes."""
+
+
+GC_THRESHOLDS = (50_000, 20, 20)
+"""gen0/gen1/gen2 thresholds. One filter over 5,000 nodes allocates ~10,000
+short-lived objects; at the default gen0 threshold (700) that is a dozen
+collections per request, each adding tail latency."""
+
+
+def tune_gc() -> None:
+    """Fewer, cheaper collections for a latency-bound server."""
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
+def freeze_heap() -> None:
+    """Move everything alive now (the synced cache) out of the collector's scans."""
+    gc.collect()
+    gc.freeze()
+
+
+async def _freeze_after_sync(cache: ClusterCache) -> None:
+    while not cache.synced:
+        await asyncio.sleep(0.1)
+    freeze_heap()
+    log.info(
+        "cache synced: %d nodes, %d pods; heap frozen",
+        len(cache.state.index),
+        len(cache.state.pods),
+    )
 
 
 async def _refresh_gauges(cache: ClusterCache, metrics: Metrics) -> None:
@@ -88,6 +117,8 @@ async def serve(opts: ServeOptions) -> int:
 
     app = ExtenderApp(extender, ready, opts.max_body_bytes)
     gauges = asyncio.create_task(_refresh_gauges(cache, metrics))
+    tune_gc()
+    freezer = asyncio.create_task(_freeze_after_sync(cache))
     config = uvicorn.Config(
         app,
         host=opts.address,
@@ -109,6 +140,7 @@ async def serve(opts: ServeOptions) -> int:
         await server.serve()
     finally:
         gauges.cancel()
+        freezer.cancel()
         if watcher_task is not None:
             watcher_task.cancel()
         for inf in informers:

@@ -244,4 +244,6 @@ def test_decisions_say_why(c: Client) -> None:
     verbs = [(r["pod"], r["verb"]) for r in rows]
     assert ("ns/big", "filter") in verbs and ("ns/a", "bind") in verbs
     big = next(r for r in rows if r["pod"] == "ns/big")
-    assert big["feasible"] == 0 and big["unresolvable"] == 1 and "nvidia.com/gpu" in big["reasons"][0]
+    assert (
+        big["feasible"] == 0 and big["unresolvable"] == 1 and "nvidia.com/gpu" in big["reasons"][0]
+    )
