@@ -111,3 +111,38 @@ def generate(pki: Path, hosts: list[str]) -> None:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
+
+
+def issue_serving_cert(pki: Path, stem: str, hosts: list[str]) -> None:
+    """``<stem>.crt``/``<stem>.key``: a serving cert for ``hosts`` signed by the cluster CA.
+
+    For our own HTTPS servers (the admission webhook), so the API server trusts
+    them with the CA it already has (``caBundle`` = ``ca.crt``).
+    """
+    ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki / 'ca.key'} is not the EC key generate() writes")
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    sans: list[x509.GeneralName] = []
+    for h in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(h)))
+        except ValueError:
+            sans.append(x509.DNSName(h))
+    key = _key()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(hosts[0]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + _VALID)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_key(pki / f"{stem}.key", key)
+    _write_cert(pki / f"{stem}.crt", cert)

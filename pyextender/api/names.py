@@ -43,3 +43,42 @@ ATOMIC_GPU_GROUP_SIZE_ANNOTATIONS: tuple[str, ...] = (
 
 GANG_SIZE_ANNOTATION = "pyextender.io/gang-size"
 """Pod annotation: pods in the gang (the PodGroup's minMember), for supernode planning."""
+
+QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
+"""Pod annotation naming the queue of a pod that has no PodGroup."""
+
+RUNNING_ESTIMATE_ANNOTATION = "pyextender.io/running-estimate"
+"""PodGroup or pod annotation: expected run time (Go duration, e.g. "90s"); lets
+backfill place short jobs on nodes reserved for a waiting gang."""
+
+SLA_WAITING_TIME_ANNOTATION = "sla-waiting-time"
+"""PodGroup annotation (Volcano's sla plugin): wait after which the gang gets
+nodes reserved (Go duration)."""
+
+# Volcano's keys on the pods its Job controller creates (volcano.sh/apis batch/v1alpha1).
+VOLCANO_TASK_SPEC = "volcano.sh/task-spec"
+"""Pod annotation and label: the task (role) of the Job the pod belongs to."""
+
+VOLCANO_TASK_INDEX = "volcano.sh/task-index"
+"""Pod annotation and label: the pod's index within its task."""
+
+VOLCANO_JOB_NAME = "volcano.sh/job-name"
+"""Pod annotation and label: the Volcano Job that created the pod."""
+
+VOLCANO_JOB_NAMESPACE = "volcano.sh/job-namespace"
+"""Pod label: namespace of that Job (the svc plugin's Service selects on it)."""
+
+VOLCANO_QUEUE_NAME = "volcano.sh/queue-name"
+"""Pod annotation and label: the Job's queue."""
+
+VOLCANO_JOB_VERSION = "volcano.sh/job-version"
+"""Pod annotation: Job status.version when the pod was created (bumped on every restart)."""
+
+VOLCANO_TEMPLATE_UID = "volcano.sh/template-uid"
+"""Pod annotation: ``<job>-<task>``, marks pods of one template as equivalent."""
+
+VOLCANO_JOB_RETRY_COUNT = "volcano.sh/job-retry-count"
+"""Pod annotation: Job status.retryCount when the pod was created."""
+
+POD_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+"""Pod annotation: queue for the PodGroup made for a bare pod (no group annotation)."""

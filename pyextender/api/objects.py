@@ -86,6 +86,11 @@ class PodInfo:
     gates: tuple[str, ...] = ()
     deleting: bool = False
     resource_version: str = ""
+    created: str = ""
+    """metadata.creationTimestamp (RFC 3339, UTC; sorts as text)."""
+    started: str = ""
+    """status.startTime (RFC 3339), "" while not started."""
+    owner_kinds: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -141,6 +146,13 @@ def pod_from_dict(obj: Mapping[str, Any]) -> PodInfo:
         gates=gates,
         deleting=meta.get("deletionTimestamp") is not None,
         resource_version=str(meta.get("resourceVersion") or ""),
+        created=str(meta.get("creationTimestamp") or ""),
+        started=str(status.get("startTime") or ""),
+        owner_kinds=tuple(
+            str(o.get("kind", ""))
+            for o in meta.get("ownerReferences") or []
+            if isinstance(o, Mapping)
+        ),
     )
 
 

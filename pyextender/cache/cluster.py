@@ -13,6 +13,7 @@ from typing import Any
 
 from pyextender.api.names import SCHEDULER_NAME
 from pyextender.api.objects import ObjectError, PodInfo, node_from_dict, pod_from_dict
+from pyextender.cache.batch import GroupView, QueueView, group_from_dict, queue_from_dict
 from pyextender.cache.state import ClusterState
 
 log = logging.getLogger(__name__)
@@ -31,10 +32,57 @@ class ClusterCache:
         self.warnings: list[str] = []
         # pods bound by an extender call before the watch saw them bound
         self.orphaned_pods: dict[str, PodInfo] = {}
+        self.pods_by_uid: dict[str, PodInfo] = {}
+        self.groups: dict[str, GroupView] = {}
+        """PodGroups by "namespace/name"."""
+        self.members: dict[str, set[str]] = {}
+        """PodGroup key -> uids of its live (non-terminated) pods."""
+        self.queues: dict[str, QueueView] = {}
+        self.synced_groups = True  # set False by the sidecar when it watches CRDs
+        self.synced_queues = True
+        self.version = 0
+        """Bumped on every applied event: the scheduling loop runs when it moved."""
 
     @property
     def synced(self) -> bool:
-        return self.synced_nodes and self.synced_pods
+        return self.synced_nodes and self.synced_pods and self.synced_groups and self.synced_queues
+
+    # -- podgroups and queues --------------------------------------------------
+    def group_event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        group = group_from_dict(obj)
+        self.version += 1
+        if kind == "DELETED":
+            self.groups.pop(group.key, None)
+        else:
+            self.groups[group.key] = group
+
+    def replace_groups(self, items: Iterable[Mapping[str, Any]]) -> None:
+        fresh = {g.key: g for g in map(group_from_dict, items)}
+        self.groups = fresh
+        self.synced_groups = True
+        self.version += 1
+
+    def queue_event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        queue = queue_from_dict(obj)
+        self.version += 1
+        if kind == "DELETED":
+            self.queues.pop(queue.name, None)
+        else:
+            self.queues[queue.name] = queue
+
+    def replace_queues(self, items: Iterable[Mapping[str, Any]]) -> None:
+        self.queues = {q.name: q for q in map(queue_from_dict, items)}
+        self.synced_queues = True
+        self.version += 1
+
+    def group_of(self, pod: PodInfo) -> str:
+        """PodGroup key of a pod, or "" when it belongs to none."""
+        name = pod.group_name
+        return f"{pod.namespace}/{name}" if name else ""
+
+    def member_pods(self, group_key: str) -> list[PodInfo]:
+        pods = self.pods_by_uid
+        return [pods[u] for u in self.members.get(group_key, ()) if u in pods]
 
     # -- nodes -------------------------------------------------------------
     def node_event(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -80,15 +128,28 @@ class ClusterCache:
         self.pending.pop(pod.uid, None)
         self.orphaned_pods.pop(pod.uid, None)
         self.pods_by_key.pop(pod.key, None)
+        self.pods_by_uid.pop(pod.uid, None)
+        group = self.group_of(pod)
+        if group:
+            uids = self.members.get(group)
+            if uids is not None:
+                uids.discard(pod.uid)
+                if not uids:
+                    del self.members[group]
         self.state.remove_pod(pod.uid)
 
     def _apply_pod(self, kind: str, pod: PodInfo) -> None:
+        self.version += 1
         if kind == "DELETED" or pod.terminated:
             self._forget(pod)
             if kind != "DELETED":
                 self.pods_by_key[pod.key] = pod
             return
         self.pods_by_key[pod.key] = pod
+        self.pods_by_uid[pod.uid] = pod
+        group = self.group_of(pod)
+        if group:
+            self.members.setdefault(group, set()).add(pod.uid)
         if pod.node_name:
             self.pending.pop(pod.uid, None)
             if not self.state.add_pod(pod, pod.node_name):
@@ -118,6 +179,8 @@ class ClusterCache:
             del self.pending[uid]
         for key in [k for k, p in self.pods_by_key.items() if p.uid not in seen]:
             del self.pods_by_key[key]
+        for uid in [u for u in self.pods_by_uid if u not in seen]:
+            self._forget(self.pods_by_uid[uid])
         self.synced_pods = True
 
     # -- binds in flight -----------------------------------------------------

@@ -15,6 +15,7 @@ import numpy.typing as npt
 from pyextender.api.objects import NodeInfo, PodInfo
 from pyextender.api.resources import CORE_RESOURCES, PODS, is_tracked
 from pyextender.cache.gpu import GpuState
+from pyextender.cache.reservations import Reservations
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -48,6 +49,7 @@ class ClusterState:
         self.live: BoolArray = np.zeros(cap, dtype=np.bool_)
         self.pods: dict[str, PodRecord] = {}
         self.gpu = GpuState(cap)
+        self.reservations = Reservations()
         self.generation = 0  # bumped on every change; lets callers cache derived data
         self.node_generation = 0  # bumped when rows are added, removed or renamed
         self._rows_cache: tuple[int, list[str], tuple[IntArray, list[str], list[str]]] | None = None

@@ -130,22 +130,18 @@ def topology_loops(
                 if dsize[d] > 0 and (mask >> j) & 1:
                     chosen |= 1 << j
                     dsize[d] -= 1
-            before = 0
-            after = 0
+            # after − before = Σ_s w_s·(s·(P_s before − P_s after) − k); only the
+            # domains the set takes from change P_s
             for s_i in range(s_count):
                 s = sizes[s_i]
-                p_before = 0
-                p_after = 0
+                lost = 0  # placements of size s the choice destroys
                 if s <= biggest:
                     for d in range(nd):
-                        p_before += cnt[d] // s
-                        p_after += (cnt[d] - take[d]) // s
+                        if take[d] > 0:
+                            lost += cnt[d] // s - (cnt[d] - take[d]) // s
                 else:
-                    p_before = tot // s
-                    p_after = (tot - k) // s
-                before += size_w[s_i] * (tot - s * p_before)
-                after += size_w[s_i] * (tot - k - s * p_after)
-            loss = after - before
+                    lost = tot // s - (tot - k) // s
+                loss += size_w[s_i] * (s * lost - k)
             quality = 1.0 / ndom
             score = weight * quality - loss_weight * (loss / (w_sum * lc))
         memo_stamp[key] = stamp

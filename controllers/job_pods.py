@@ -1,0 +1,295 @@
+"""What a Volcano Job turns into: its PodGroup and its pods, named as Volcano names them.
+
+Pure functions of the Job document; the Job controller creates what they return.
+
+- PodGroup ``<job>-<job uid>`` (Volcano >= 1.9), minMember = minAvailable,
+  minTaskMember per task, queue, priorityClassName, minResources;
+- pods ``<job>-<task>-<index>`` with Volcano's annotations and labels,
+  schedulerName from the Job, and, for a gang (minAvailable > 1) not yet
+  admitted, our scheduling gate so no member starts before the gang can.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pyextender.api import names
+from pyextender.api.objects import pod_requests
+from pyextender.api.resources import format_amount
+from pyextender.api.volcano import Job
+from pyextender.api.volcano.job import TaskSpec
+
+JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
+DEFAULT_TASK = "default"
+"""Task name Volcano uses when a task has none."""
+
+# Job annotations/labels Volcano copies onto every pod of the job.
+INHERITED_ANNOTATIONS = (
+    "volcano.sh/preemptable",
+    "volcano.sh/cooldown-time",
+    "volcano.sh/revocable-zone",
+)
+JDB_ANNOTATIONS = ("volcano.sh/jdb-min-available", "volcano.sh/jdb-max-unavailable")
+"""Only the first present is copied (min-available wins, as in Volcano)."""
+INHERITED_LABELS = ("volcano.sh/preemptable", "volcano.sh/cooldown-time")
+NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
+
+SVC_MOUNT_PATH = "/etc/volcano"
+"""Where the svc plugin mounts the ConfigMap of task hosts."""
+
+
+def podgroup_name(job_name: str, job_uid: str) -> str:
+    return f"{job_name}-{job_uid}"
+
+
+def pod_name(job_name: str, task_name: str, index: int) -> str:
+    return f"{job_name}-{task_name}-{index}"
+
+
+def task_name(task: TaskSpec) -> str:
+    return task.name or DEFAULT_TASK
+
+
+def controller_ref(job: Job) -> dict[str, Any]:
+    return {
+        "apiVersion": JOB_API_VERSION,
+        "kind": "Job",
+        "name": job.metadata.name,
+        "uid": job.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _pod_usage(template: dict[str, Any]) -> dict[str, int]:
+    """Requests of one pod of the template; a container without requests counts its limits
+    (the API server defaults requests to limits when the pod is created)."""
+    spec = copy.deepcopy(template.get("spec") or {})
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            res = c.setdefault("resources", {}) or {}
+            c["resources"] = res
+            res["requests"] = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+    try:
+        return pod_requests(spec)
+    except (ValueError, TypeError, AttributeError):
+        return {}
+
+
+def min_resources(job: Job) -> dict[str, str]:
+    """Resources of the minimal gang, as Volcano's CalcPGMinResources.
+
+    First each task's minAvailable pods (tasks that set it), capped at the
+    job's minAvailable; then, if still short, further replicas in task order.
+    (Volcano sorts tasks by PriorityClass value first; we do not watch
+    PriorityClasses, so spec order stands in for equal priorities.)
+    """
+    want = job.spec.gang_size
+    total: dict[str, int] = {}
+    count = 0
+
+    def add(task: TaskSpec, n: int) -> None:
+        for name, value in _pod_usage(task.template).items():
+            total[name] = total.get(name, 0) + value * n
+
+    for task in job.spec.tasks:
+        if task.min_available is None or count >= want:
+            continue
+        n = min(task.min_available, want - count)
+        add(task, n)
+        count += n
+    for task in job.spec.tasks:
+        if count >= want:
+            break
+        spare = task.replicas - (task.min_available or 0)
+        n = min(max(spare, 0), want - count)
+        add(task, n)
+        count += n
+    return {name: format_amount(name, v) for name, v in sorted(total.items()) if v}
+
+
+def podgroup_spec(job: Job) -> dict[str, Any]:
+    return {
+        "minMember": job.spec.gang_size,
+        "minTaskMember": {task_name(t): t.min_members for t in job.spec.tasks},
+        "queue": job.spec.queue,
+        "priorityClassName": job.spec.priority_class_name,
+        "minResources": min_resources(job),
+    }
+
+
+def build_podgroup(job: Job) -> dict[str, Any]:
+    m = job.metadata
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": podgroup_name(m.name, m.uid),
+            "namespace": m.namespace,
+            "labels": dict(m.labels),
+            "annotations": dict(m.annotations),
+            "ownerReferences": [controller_ref(job)],
+        },
+        "spec": podgroup_spec(job),
+    }
+
+
+def _add_env(spec: dict[str, Any], env: list[dict[str, Any]]) -> None:
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            c["env"] = [*(c.get("env") or []), *env]
+
+
+def _add_mount(spec: dict[str, Any], volume: dict[str, Any], mount: dict[str, Any]) -> None:
+    spec["volumes"] = [*(spec.get("volumes") or []), volume]
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            c["volumeMounts"] = [*(c.get("volumeMounts") or []), mount]
+
+
+def svc_env_key(task: str) -> str:
+    return task.replace("-", "_").upper()
+
+
+def svc_configmap_name(job_name: str) -> str:
+    return f"{job_name}-svc"
+
+
+def svc_hosts(job: Job) -> dict[str, str]:
+    """The svc plugin's ConfigMap: per task, ``<task>.host`` and ``VC_<TASK>_HOSTS``/``_NUM``."""
+    out: dict[str, str] = {}
+    for task in job.spec.tasks:
+        tspec = task.template.get("spec") or {}
+        hosts = []
+        for i in range(task.replicas):
+            host = tspec.get("hostname") or pod_name(job.metadata.name, task_name(task), i)
+            hosts.append(f"{host}.{tspec.get('subdomain') or job.metadata.name}")
+            if tspec.get("hostname"):
+                break  # a fixed hostname names one host however many replicas
+        key = svc_env_key(task_name(task))
+        out[f"{task_name(task).replace('-', '_')}.host"] = "\n".join(hosts)
+        out[f"VC_{key}_HOSTS"] = ",".join(hosts)
+        out[f"VC_{key}_NUM"] = str(len(hosts))
+    return out
+
+
+def build_pod(job: Job, task: TaskSpec, index: int, gated: bool) -> dict[str, Any]:
+    """The pod ``index`` of ``task``, as Volcano's job controller would create it."""
+    m = job.metadata
+    tname = task_name(task)
+    template = copy.deepcopy(task.template)
+    tmeta = template.get("metadata") or {}
+    spec: dict[str, Any] = template.get("spec") or {}
+    if not spec.get("schedulerName"):
+        # Volcano's admission webhook defaults an empty Job schedulerName to volcano
+        spec["schedulerName"] = job.spec.scheduler_name or names.SCHEDULER_NAME
+    if not spec.get("priorityClassName") and job.spec.priority_class_name:
+        spec["priorityClassName"] = job.spec.priority_class_name
+    for i, vol in enumerate(job.spec.volumes):
+        if vol.volume_claim_name:
+            vname = f"{m.name}-volume-{i}"
+            _add_mount(
+                spec,
+                {"name": vname, "persistentVolumeClaim": {"claimName": vol.volume_claim_name}},
+                {"name": vname, "mountPath": vol.mount_path},
+            )
+    plugins = job.spec.plugins
+    if "env" in plugins:
+        _add_env(
+            spec,
+            [
+                {"name": "VK_TASK_INDEX", "value": str(index)},
+                {"name": "VC_TASK_INDEX", "value": str(index)},
+            ],
+        )
+    if "svc" in plugins:
+        spec.setdefault("hostname", pod_name(m.name, tname, index))
+        spec.setdefault("subdomain", m.name)
+        cm = svc_configmap_name(m.name)
+        keys = [f"VC_{svc_env_key(task_name(t))}_{s}" for t in job.spec.tasks for s in ("HOSTS", "NUM")]
+        _add_env(
+            spec,
+            [{"name": k, "valueFrom": {"configMapKeyRef": {"name": cm, "key": k}}} for k in keys],
+        )
+        _add_mount(
+            spec, {"name": cm, "configMap": {"name": cm}}, {"name": cm, "mountPath": SVC_MOUNT_PATH}
+        )
+    if gated:
+        gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != names.GANG_GATE]
+        spec["schedulingGates"] = [*gates, {"name": names.GANG_GATE}]
+
+    annotations = dict(tmeta.get("annotations") or {})
+    annotations.update(
+        {
+            names.VOLCANO_TASK_INDEX: str(index),
+            names.VOLCANO_TASK_SPEC: tname,
+            names.GROUP_NAME_ANNOTATION: podgroup_name(m.name, m.uid),
+            names.VOLCANO_JOB_NAME: m.name,
+            names.VOLCANO_QUEUE_NAME: job.spec.queue,
+            names.VOLCANO_JOB_VERSION: str(job.status.version),
+            names.VOLCANO_TEMPLATE_UID: f"{m.name}-{tname}",
+            names.VOLCANO_JOB_RETRY_COUNT: str(job.status.retry_count),
+        }
+    )
+    if task.topology_policy:
+        annotations[NUMA_POLICY_ANNOTATION] = task.topology_policy
+    for key in INHERITED_ANNOTATIONS:
+        if key in m.annotations:
+            annotations[key] = m.annotations[key]
+    for key in JDB_ANNOTATIONS:
+        if key in m.annotations:
+            annotations[key] = m.annotations[key]
+            break
+    labels = dict(tmeta.get("labels") or {})
+    labels.update(
+        {
+            names.VOLCANO_TASK_INDEX: str(index),
+            names.VOLCANO_JOB_NAME: m.name,
+            names.VOLCANO_TASK_SPEC: tname,
+            names.VOLCANO_JOB_NAMESPACE: m.namespace,
+            names.VOLCANO_QUEUE_NAME: job.spec.queue,
+        }
+    )
+    for key in INHERITED_LABELS:
+        if key in m.labels:
+            labels[key] = m.labels[key]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(m.name, tname, index),
+            "namespace": m.namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [controller_ref(job)],
+        },
+        "spec": spec,
+    }
+
+
+def svc_objects(job: Job) -> list[tuple[str, dict[str, Any]]]:
+    """The svc plugin's headless Service and hosts ConfigMap, as (kind, body)."""
+    m = job.metadata
+    owner = [controller_ref(job)]
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": m.name, "namespace": m.namespace, "ownerReferences": owner},
+        "spec": {
+            "clusterIP": "None",
+            "selector": {names.VOLCANO_JOB_NAME: m.name, names.VOLCANO_JOB_NAMESPACE: m.namespace},
+            "ports": [{"name": "placeholder-volcano", "port": 1, "protocol": "TCP"}],
+        },
+    }
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": svc_configmap_name(m.name),
+            "namespace": m.namespace,
+            "ownerReferences": owner,
+        },
+        "data": svc_hosts(job),
+    }
+    return [("ConfigMap", configmap), ("Service", service)]

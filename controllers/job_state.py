@@ -1,0 +1,198 @@
+"""The Volcano Job life cycle as pure functions: which action a request triggers, what
+to kill, and which phase follows.
+
+A request carries an event (a pod failed, was evicted, a task completed, the
+PodGroup went Unknown) or an explicit action (from a Command). ``decide``
+turns it into an action through the task's, then the job's, lifecycle
+policies, as Volcano's applyPolicies. ``plan`` says, for the job's phase and
+that action, what to kill and which rule gives the next phase; ``next_phase``
+applies the rule to the pod counts taken after killing/syncing.
+
+Phases (Volcano's): Pending -> Running -> Completing/Completed or Failed;
+Restarting (then Pending again, or Failed after maxRetry); Aborting/Aborted
+(ResumeJob restarts); Terminating/Terminated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from controllers import pods as P
+from controllers.store import Obj
+from pyextender.api import names
+from pyextender.api.volcano import Job
+
+SYNC = "SyncJob"
+RETAIN_SOFT = frozenset({"Succeeded", "Failed"})
+"""Pods kept when a job is aborted, completed or terminated: their logs and exit codes."""
+RETAIN_NONE: frozenset[str] = frozenset()
+FINISHED = ("Completed", "Failed", "Terminated")
+"""Phases after which ttlSecondsAfterFinished counts (Volcano's garbage collector)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Why the job is being reconciled."""
+
+    event: str = "OutOfSync"
+    action: str = ""
+    """Set by a Command: overrides policies."""
+    task: str = ""
+    pod: str = ""
+    version: int = -1
+    """Job version stamped on the pod that caused the event; -1 when not from a pod."""
+    exit_code: int | None = None
+
+
+def decide(job: Job, req: Request) -> str:
+    """The action for ``req``: the Command's, or the first matching policy, or SyncJob."""
+    if req.action:
+        return req.action
+    if req.event == "OutOfSync":
+        return SYNC
+    if 0 <= req.version < job.status.version:
+        return SYNC  # an event from pods of a previous run of the job
+    policy_lists = [t.policies for t in job.spec.tasks if t.name == req.task and req.task]
+    policy_lists.append(job.spec.policies)
+    for policies in policy_lists:
+        for policy in policies:
+            events = [*policy.events, *([policy.event] if policy.event else [])]
+            if events and (req.event in events or "*" in events) and policy.action:
+                return policy.action
+            if policy.exit_code is not None and policy.exit_code == req.exit_code:
+                return policy.action or SYNC
+    return SYNC
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    kill: str
+    """"" (sync: create missing pods), "none" (count only), "job", "task" or "pod"."""
+    retain: frozenset[str]
+    """Pod phases kept when killing."""
+    rule: str
+    """How the next phase is chosen; see next_phase."""
+    drop_podgroup: bool = False
+    """Delete the PodGroup (a whole-job kill); the next run gets a fresh one."""
+
+
+_KILLS = {
+    "RestartJob": Plan("job", RETAIN_NONE, "restart", drop_podgroup=True),
+    "RestartTask": Plan("task", RETAIN_NONE, "restart"),
+    "RestartPod": Plan("pod", RETAIN_NONE, "restart"),
+    "AbortJob": Plan("job", RETAIN_SOFT, "to:Aborting", drop_podgroup=True),
+    "CompleteJob": Plan("job", RETAIN_SOFT, "to:Completing", drop_podgroup=True),
+    "TerminateJob": Plan("job", RETAIN_SOFT, "to:Terminating", drop_podgroup=True),
+}
+
+
+def plan(phase: str, action: str) -> Plan:
+    if phase in ("Pending", "Running"):
+        return _KILLS.get(action) or Plan("", RETAIN_NONE, phase.lower())
+    if phase == "Restarting":
+        return Plan("none", RETAIN_NONE, "restarting")
+    soft_kill = Plan("job", RETAIN_SOFT, "keep", drop_podgroup=True)
+    if phase in ("Aborting", "Aborted"):
+        if action == "ResumeJob":
+            return Plan("job", RETAIN_SOFT, "restart", drop_podgroup=True)
+        return Plan("job", RETAIN_SOFT, "aborting" if phase == "Aborting" else "keep", True)
+    if phase == "Completing":
+        return Plan("job", RETAIN_SOFT, "completing", drop_podgroup=True)
+    if phase == "Terminating":
+        return Plan("job", RETAIN_SOFT, "terminating", drop_podgroup=True)
+    return soft_kill  # Completed, Terminated, Failed: make sure nothing is left running
+
+
+@dataclass(slots=True)
+class Counts:
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    unknown: int = 0
+    terminating: int = 0
+    tasks: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, pod: Obj) -> None:
+        if P.deleting(pod):
+            self.terminating += 1
+            return
+        phase = P.phase(pod)
+        attr = phase.lower() if phase in ("Pending", "Running", "Succeeded", "Failed") else None
+        if attr is None:
+            self.unknown += 1
+            phase = "Unknown"
+        else:
+            setattr(self, attr, getattr(self, attr) + 1)
+        task = P.annotations(pod).get(names.VOLCANO_TASK_SPEC)
+        if task:
+            per = self.tasks.setdefault(task, {})
+            per[phase] = per.get(phase, 0) + 1
+
+    @property
+    def alive(self) -> int:
+        return self.terminating + self.pending + self.running
+
+
+def count(pods: Iterable[Obj]) -> Counts:
+    c = Counts()
+    for pod in pods:
+        c.add(pod)
+    return c
+
+
+def _running_outcome(job: Job, c: Counts) -> str | None:
+    """Volcano's Running-state rule: finished once every pod succeeded or failed."""
+    replicas = job.spec.total_replicas
+    if replicas == 0:
+        return None  # scaled to zero: keep the phase
+    min_success = job.spec.min_success
+    if min_success is not None and c.succeeded >= min_success:
+        return "Completed"
+    if c.succeeded + c.failed != replicas:
+        return None
+    task_min_total = sum(t.min_members for t in job.spec.tasks)
+    if job.spec.gang_size >= task_min_total:
+        for task in job.spec.tasks:
+            if task.min_available is None:
+                continue
+            done = c.tasks.get(task.name, {}).get("Succeeded", 0)
+            if done < task.min_available:
+                return "Failed"
+    if min_success is not None and c.succeeded < min_success:
+        return "Failed"
+    return "Completed" if c.succeeded >= job.spec.gang_size else "Failed"
+
+
+def next_phase(rule: str, job: Job, c: Counts) -> tuple[str | None, int]:
+    """(new phase or None to keep, retryCount increment)."""
+    if rule == "restart":
+        return "Restarting", 1
+    if rule.startswith("to:"):
+        return rule[3:], 0
+    if rule == "pending":
+        done = c.running + c.succeeded + c.failed
+        return ("Running" if job.spec.gang_size <= done else None), 0
+    if rule == "running":
+        return _running_outcome(job, c), 0
+    if rule == "restarting":
+        if job.status.retry_count >= job.spec.max_retry:
+            return "Failed", 0
+        if job.spec.total_replicas - c.terminating >= job.spec.gang_size:
+            return "Pending", 0
+        return None, 0
+    if rule in ("aborting", "completing", "terminating"):
+        if c.alive:
+            return None, 0
+        return {"aborting": "Aborted", "completing": "Completed", "terminating": "Terminated"}[
+            rule
+        ], 0
+    return None, 0
+
+
+def retained(job: Job, plan_: Plan) -> frozenset[str]:
+    """On the last retry Volcano keeps Succeeded/Failed pods whatever the plan says."""
+    if job.status.retry_count >= job.spec.max_retry - 1:
+        return RETAIN_SOFT
+    return plan_.retain

@@ -1,0 +1,185 @@
+"""The API calls the controllers make, as plain JSON dicts in and out.
+
+Every call is blocking (the official client is synchronous); controllers run
+them with ``asyncio.to_thread``. Responses are decoded with msgspec rather than
+the client's model classes: we keep raw dicts everywhere and decode the Volcano
+kinds with ``pyextender.api.volcano`` models where we need typed fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+MERGE_PATCH = "application/merge-patch+json"
+
+_decode = msgspec.json.Decoder().decode
+
+
+@dataclass(frozen=True, slots=True)
+class CustomKind:
+    """A custom resource addressed through CustomObjectsApi."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+JOBS = CustomKind("batch.volcano.sh", "v1alpha1", "jobs", namespaced=True)
+PODGROUPS = CustomKind("scheduling.volcano.sh", "v1beta1", "podgroups", namespaced=True)
+QUEUES = CustomKind("scheduling.volcano.sh", "v1beta1", "queues", namespaced=False)
+COMMANDS = CustomKind("bus.volcano.sh", "v1alpha1", "commands", namespaced=True)
+
+
+def not_found(exc: BaseException) -> bool:
+    return isinstance(exc, ApiException) and exc.status == 404
+
+
+def conflict(exc: BaseException) -> bool:
+    """409: already exists, or a stale resourceVersion in an optimistic update."""
+    return isinstance(exc, ApiException) and exc.status == 409
+
+
+def _json(resp: Any) -> dict[str, Any]:
+    data = resp.data
+    if not data:
+        return {}
+    out = _decode(data)
+    return out if isinstance(out, dict) else {}
+
+
+class Kube:
+    """Blocking wrappers over the API calls we need."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.coordination = client.CoordinationV1Api(api)
+
+    # -- list functions for informers (all namespaces) ----------------------
+    def list_fn(self, kind: CustomKind) -> Callable[..., Any]:
+        def list_all(**kwargs: Any) -> Any:
+            return self.custom.list_cluster_custom_object(
+                kind.group, kind.version, kind.plural, **kwargs
+            )
+
+        return list_all
+
+    # -- custom objects -------------------------------------------------------
+    def create(self, kind: CustomKind, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        c = self.custom
+        if kind.namespaced:
+            resp = c.create_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, body, _preload_content=False
+            )
+        else:
+            resp = c.create_cluster_custom_object(
+                kind.group, kind.version, kind.plural, body, _preload_content=False
+            )
+        return _json(resp)
+
+    def patch(
+        self,
+        kind: CustomKind,
+        namespace: str,
+        name: str,
+        patch: dict[str, Any],
+        status: bool = False,
+    ) -> dict[str, Any]:
+        """JSON merge patch of the object, or of its status subresource."""
+        c = self.custom
+        args: tuple[Any, ...]
+        if kind.namespaced:
+            fn = (
+                c.patch_namespaced_custom_object_status
+                if status
+                else c.patch_namespaced_custom_object
+            )
+            args = (kind.group, kind.version, namespace, kind.plural, name, patch)
+        else:
+            fn = c.patch_cluster_custom_object_status if status else c.patch_cluster_custom_object
+            args = (kind.group, kind.version, kind.plural, name, patch)
+        return _json(fn(*args, _content_type=MERGE_PATCH, _preload_content=False))
+
+    def delete(self, kind: CustomKind, namespace: str, name: str) -> None:
+        c = self.custom
+        body = {"propagationPolicy": "Background"}
+        if kind.namespaced:
+            c.delete_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, name, body=body,
+                _preload_content=False,
+            )
+        else:
+            c.delete_cluster_custom_object(
+                kind.group, kind.version, kind.plural, name, body=body, _preload_content=False
+            )
+
+    # -- core -----------------------------------------------------------------
+    def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return _json(self.core.create_namespaced_pod(namespace, body, _preload_content=False))
+
+    def delete_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        resp = self.core.delete_namespaced_pod(name, namespace, _preload_content=False)
+        return _json(resp)
+
+    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        resp = self.core.patch_namespaced_pod(
+            name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False
+        )
+        return _json(resp)
+
+    def create_core(self, kind: str, namespace: str, body: dict[str, Any]) -> None:
+        """Create a Service or ConfigMap; an existing one is left as it is."""
+        fn = {
+            "Service": self.core.create_namespaced_service,
+            "ConfigMap": self.core.create_namespaced_config_map,
+        }[kind]
+        try:
+            fn(namespace, body, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        self.core.create_namespaced_event(namespace, body, _preload_content=False)
+
+    def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self.core.patch_namespaced_event(
+            name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False
+        )
+
+    # -- leases ---------------------------------------------------------------
+    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            resp = self.coordination.read_namespaced_lease(
+                name, namespace, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return _json(resp)
+
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        resp = self.coordination.create_namespaced_lease(
+            namespace, body, _preload_content=False
+        )
+        return _json(resp)
+
+    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Optimistic update: body carries metadata.resourceVersion; 409 if someone else won."""
+        resp = self.coordination.replace_namespaced_lease(
+            name, namespace, body, _preload_content=False
+        )
+        return _json(resp)

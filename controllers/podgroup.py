@@ -1,0 +1,194 @@
+"""PodGroup controller.
+
+1. Keeps our part of every PodGroup's status current from its member pods
+   (counts, Running/Completed/Unknown, condition Scheduled; podgroup_status).
+2. Gives a pod of ours (schedulerName ``volcano``) that names no PodGroup one
+   of its own, as Volcano does: ``podgroup-<uid of the pod's controller, or of
+   the pod>``, minMember 1, and annotates the pod with it. Only in namespaces
+   labelled ``pyextender.io/enabled=true``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from controllers import pods as P
+from controllers import podgroup_status
+from controllers.kube import PODGROUPS
+from controllers.runtime import Context, Controller, call, ignore_exists
+from controllers.store import Obj, key_of, meta, split_key
+from pyextender.api import names
+from pyextender.api.resources import format_amount
+
+log = logging.getLogger(__name__)
+
+BARE_POD = "pod:"
+"""Key prefix of a bare pod that needs a PodGroup (other keys are PodGroups)."""
+PODGROUP_PREFIX = "podgroup-"
+
+
+def bare_podgroup_name(pod: Obj) -> str:
+    ref = P.controller_ref(pod)
+    uid = (ref or {}).get("uid") or meta(pod).get("uid")
+    return f"{PODGROUP_PREFIX}{uid}"
+
+
+def bare_podgroup(pod: Obj) -> dict[str, Any]:
+    m = meta(pod)
+    ref = P.controller_ref(pod)
+    owners = (
+        list(m.get("ownerReferences") or [])
+        if ref
+        else [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": m.get("name"),
+                "uid": m.get("uid"),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    )
+    spec = pod.get("spec") or {}
+    req = P.requests(pod)
+    body: dict[str, Any] = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": bare_podgroup_name(pod),
+            "namespace": m.get("namespace"),
+            "ownerReferences": owners,
+        },
+        "spec": {
+            "minMember": 1,
+            "priorityClassName": spec.get("priorityClassName") or "",
+            "minResources": {k: format_amount(k, v) for k, v in sorted(req.items()) if v},
+        },
+    }
+    queue = P.annotations(pod).get(names.POD_QUEUE_ANNOTATION)
+    if queue:
+        body["spec"]["queue"] = queue
+    return body
+
+
+def _why(phase: str, pg: Obj, m: podgroup_status.Members) -> tuple[str, str]:
+    min_member = int((pg.get("spec") or {}).get("minMember") or 0)
+    if phase == "Running":
+        return "GangRunning", f"{m.allocated} members bound, minMember {min_member}"
+    if phase == "Completed":
+        return "GangCompleted", f"all {m.allocated} bound members succeeded"
+    return (
+        "GangBroken",
+        f"only {m.allocated} of minMember {min_member} members still bound "
+        f"({m.running} running, {m.failed} failed)",
+    )
+
+
+class PodGroupController(Controller):
+    name = "podgroup"
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        ctx.pods.add_index("group", self._group_of)
+        ctx.pods.add_handler(self._on_pod)
+        ctx.podgroups.add_handler(self._on_podgroup)
+        ctx.namespaces.add_handler(self._on_namespace)
+
+    @staticmethod
+    def _group_of(pod: Obj) -> list[str]:
+        group = P.group_name(pod)
+        return [f"{meta(pod).get('namespace')}/{group}"] if group else []
+
+    def _on_pod(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        for obj in (old, new):
+            if obj is not None:
+                for pg_key in self._group_of(obj):
+                    self.queue.add(pg_key)
+        if new is not None and self._needs_podgroup(new):
+            self.queue.add(BARE_POD + key)
+
+    def _on_podgroup(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        if new is not None:
+            self.queue.add(key)
+
+    def _on_namespace(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        if new is None or self._enabled(key) == (old is not None and self._enabled_obj(old)):
+            return
+        for pod in self.ctx.pods.values():
+            if meta(pod).get("namespace") == key and self._needs_podgroup(pod):
+                self.queue.add(BARE_POD + key_of(pod))
+
+    @staticmethod
+    def _enabled_obj(ns: Obj) -> bool:
+        return P.labels(ns).get(names.ENABLED_LABEL) == "true"
+
+    def _enabled(self, namespace: str) -> bool:
+        ns = self.ctx.namespaces.get(namespace)
+        return ns is not None and self._enabled_obj(ns)
+
+    def _needs_podgroup(self, pod: Obj) -> bool:
+        return (
+            not P.group_name(pod)
+            and P.scheduler_name(pod) == self.ctx.scheduler_name
+            and P.phase(pod) not in P.TERMINATED
+            and not P.deleting(pod)
+            and self._enabled(str(meta(pod).get("namespace")))
+        )
+
+    def resync(self) -> None:
+        for key in list(self.ctx.podgroups.objects):
+            self.queue.add(key)
+        for key, pod in list(self.ctx.pods.objects.items()):
+            if self._needs_podgroup(pod):
+                self.queue.add(BARE_POD + key)
+
+    async def reconcile(self, key: str) -> None:
+        if key.startswith(BARE_POD):
+            await self._reconcile_bare_pod(key[len(BARE_POD) :])
+        else:
+            await self._reconcile_status(key)
+
+    async def _reconcile_status(self, key: str) -> None:
+        ctx = self.ctx
+        pg = ctx.podgroups.get(key)
+        if pg is None or P.deleting(pg):
+            return
+        members = ctx.pods.by_index("group", key)
+        patch = podgroup_status.status_patch(pg, members)
+        if not patch:
+            return
+        body: dict[str, Any] = {"status": patch}
+        if "phase" in patch or "conditions" in patch:
+            # the sidecar writes phase and conditions too: only on top of what we read
+            body["metadata"] = {"resourceVersion": meta(pg).get("resourceVersion")}
+        ns, name = split_key(key)
+        updated = await call(ctx.kube.patch, PODGROUPS, ns, name, body, True)
+        ctx.podgroups.remember(updated)
+        self.wrote("podgroup-status")
+        if "phase" in patch:
+            reason, message = _why(patch["phase"], pg, podgroup_status.count_members(members))
+            ctx.recorder.event(updated or pg, reason, message, warning=reason == "GangBroken")
+
+    async def _reconcile_bare_pod(self, key: str) -> None:
+        ctx = self.ctx
+        pod = ctx.pods.get(key)
+        if pod is None or not self._needs_podgroup(pod):
+            return
+        ns, _ = split_key(key)
+        pg_name = bare_podgroup_name(pod)
+        if ctx.podgroups.get(f"{ns}/{pg_name}") is None:
+            created = await ignore_exists(call(ctx.kube.create, PODGROUPS, ns, bare_podgroup(pod)))
+            if created:
+                ctx.podgroups.remember(created)
+                self.wrote("podgroup")
+                ctx.recorder.event(
+                    pod, "PodGroupCreated",
+                    f"pod has schedulerName {ctx.scheduler_name} and no "
+                    f"{names.GROUP_NAME_ANNOTATION} annotation: created PodGroup {pg_name}",
+                )
+        patch = {"metadata": {"annotations": {names.GROUP_NAME_ANNOTATION: pg_name}}}
+        updated = await call(ctx.kube.patch_pod, ns, meta(pod).get("name"), patch)
+        ctx.pods.remember(updated)
+        self.wrote("pod-annotation")

@@ -1,0 +1,31 @@
+"""One scheduling cycle: the configured actions, in order, over one session."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyextender.actions.decisions import Decisions
+from pyextender.actions.enqueue import enqueue
+from pyextender.actions.evict import preempt, reclaim
+from pyextender.actions.reservation import reserve
+from pyextender.framework.session import Session
+
+KNOWN_ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill", "shuffle")
+"""allocate is kube-scheduler's own cycle (our filter/prioritize/bind); shuffle is accepted
+for Volcano compatibility and does nothing."""
+
+
+def run_cycle(ssn: Session, actions: Sequence[str], sla: bool) -> Decisions:
+    """Decide; apply nothing. ``sla``: whether reservations are made (the sla plugin is on)."""
+    decisions = Decisions()
+    # Reservations from the last cycle (in ssn.state.reservations) steer this
+    # cycle's admissions; fresh ones, from who is still starving, take over next.
+    if "enqueue" in actions:
+        enqueue(ssn, decisions, backfill="backfill" in actions)
+    if "preempt" in actions:
+        preempt(ssn, decisions)
+    if "reclaim" in actions:
+        reclaim(ssn, decisions)
+    if sla:
+        decisions.reservations = reserve(ssn, decisions.starving)
+    return decisions

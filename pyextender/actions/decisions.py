@@ -1,0 +1,31 @@
+"""What one cycle of the actions decided; applied to the API by the sidecar."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyextender.cache.reservations import Reservation
+from pyextender.framework.session import Job, Task
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    task: Task
+    action: str
+    """"preempt" or "reclaim"."""
+    for_job: str
+    reason: str
+
+
+@dataclass(slots=True)
+class Decisions:
+    admit: list[Job] = field(default_factory=list)
+    """Pending -> Inqueue; lift the gang gate on every gated member."""
+    relift: list[Job] = field(default_factory=list)
+    """Already Inqueue but members still gated (e.g. a crash between the two steps)."""
+    unschedulable: dict[str, str] = field(default_factory=dict)
+    """job key -> why it was not admitted (PodGroup condition + event)."""
+    starving: list[Job] = field(default_factory=list)
+    """Jobs that passed the queue checks but did not fit: preempt/reclaim/reserve targets."""
+    evictions: list[Eviction] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)

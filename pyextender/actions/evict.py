@@ -1,0 +1,165 @@
+"""preempt and reclaim: free room for starving gangs by evicting other pods.
+
+preempt looks inside the starving job's own queue (lower priority, per the
+plugins' votes); reclaim looks at other queues, for a job whose queue is
+under its deserved share, taking only from reclaimable queues above theirs.
+Those two queue rules are enforced here, whatever the plugin tiers say, so a
+non-reclaimable queue is never reclaimed from.
+
+Victims come in units: a gang may lose single pods only while it keeps
+minMember running; beyond that the rest of it goes as one unit, so no gang is
+ever left running below minMember. Units are tried cheapest first (lowest
+priority, then youngest) until the starving gang fits; if it never fits,
+nothing is evicted. Pods already being deleted count as free room first, so
+a cycle does not evict again while earlier victims are still terminating.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from pyextender.actions.decisions import Decisions, Eviction
+from pyextender.actions.gangs import min_request, needed_tasks
+from pyextender.framework.placement import place
+from pyextender.framework.session import IntArray, Job, Session, Task, timestamp
+
+
+def _units(ssn: Session, tasks: list[Task], gang: bool) -> list[list[Task]]:
+    by_job: dict[str, list[Task]] = {}
+    for t in tasks:
+        owner = ssn.job_of.get(t.pod.uid)
+        by_job.setdefault(owner.key if owner else t.pod.uid, []).append(t)
+    units: list[list[Task]] = []
+    for key, victims in by_job.items():
+        job = ssn.jobs.get(key)
+        victims.sort(key=lambda t: t.pod.created, reverse=True)  # youngest first
+        if not gang or job is None or job.min_member <= 1:
+            units.extend([t] for t in victims)
+            continue
+        spare = max(job.bound_count - job.min_member, 0)
+        units.extend([t] for t in victims[:spare])
+        rest = victims[spare:]
+        if rest and len(rest) == len([t for t in job.tasks if t.bound]) - spare:
+            units.append(rest)  # the remainder only as a whole job
+    units.sort(key=lambda u: (min(t.pod.priority for t in u), -max(_created(t) for t in u)))
+    return units
+
+
+def _created(t: Task) -> float:
+    return timestamp(t.pod.created)
+
+
+def _evict_for(
+    ssn: Session, job: Job, candidates: list[Task], reclaim: bool, decisions: Decisions
+) -> bool:
+    tasks = needed_tasks(job)
+    if not tasks:
+        return False
+    requests = [t.request for t in tasks]
+    request = min_request(ssn, job, tasks)
+    resources = ssn.state.resources
+    room = ssn.free.copy()
+    freed: list[Task] = [
+        t for j in ssn.jobs.values() for t in j.tasks if t.bound and t.pod.deleting
+    ]
+    for t in freed:
+        room[t.node] += t.request
+    if _fits(ssn, job, request, room, requests, freed):
+        return False  # enough is already terminating; wait for it
+    allowed = ssn.victims(job, candidates, reclaim)
+    gang = any(getattr(p, "name", "") == "gang" for tier in ssn.tiers for p in tier)
+    chosen: list[Task] = []
+    for unit in _units(ssn, allowed, gang):
+        for t in unit:
+            room[t.node] += t.request
+        chosen.extend(unit)
+        if _fits(ssn, job, request, room, requests, freed + chosen):
+            place(room, requests, resources, commit=True)
+            action = "reclaim" if reclaim else "preempt"
+            why = f"{action}ed for {job.key} (priority {job.priority}, queue {job.queue})"
+            for t in chosen:
+                decisions.evictions.append(Eviction(t, action, job.key, why))
+                t.pod.deleting = True  # not a candidate again this cycle
+                owner = ssn.job_of.get(t.pod.uid)
+                if owner is not None and owner.queue in ssn.queues:
+                    ssn.queues[owner.queue].allocated -= t.request
+            ssn.free[...] = room
+            return True
+    return False
+
+
+def _fits(
+    ssn: Session,
+    job: Job,
+    request: IntArray,
+    room: IntArray,
+    requests: list[IntArray],
+    gone: list[Task],
+) -> bool:
+    """Would the job fit the nodes, and pass the queue/cluster limits, without ``gone``?"""
+    if not place(room, requests, ssn.state.resources).ok:
+        return False
+    saved = {n: q.allocated.copy() for n, q in ssn.queues.items()}
+    try:
+        for t in gone:
+            owner = ssn.job_of.get(t.pod.uid)
+            if owner is not None and owner.queue in ssn.queues:
+                ssn.queues[owner.queue].allocated -= t.request
+        return ssn.enqueueable(job, request).ok
+    finally:
+        for n, alloc in saved.items():
+            ssn.queues[n].allocated = alloc
+
+
+def _bound_tasks(ssn: Session) -> list[Task]:
+    return [t for j in ssn.jobs.values() for t in j.tasks if t.bound and not t.pod.deleting]
+
+
+def preempt(ssn: Session, decisions: Decisions) -> None:
+    for job in decisions.starving:
+        candidates = [
+            t
+            for t in _bound_tasks(ssn)
+            if (o := ssn.job_of.get(t.pod.uid)) is not None
+            and o.queue == job.queue
+            and o.key != job.key
+        ]
+        _evict_for(ssn, job, candidates, reclaim=False, decisions=decisions)
+
+
+def reclaim(ssn: Session, decisions: Decisions) -> None:
+    for job in decisions.starving:
+        if any(e.for_job == job.key for e in decisions.evictions):
+            continue
+        queue = ssn.queues.get(job.queue)
+        if queue is None or ssn.overused(queue):
+            continue
+        wanted = min_request(ssn, job, needed_tasks(job)) > 0
+        candidates = _over_share(ssn, job.queue, wanted)
+        _evict_for(ssn, job, candidates, reclaim=True, decisions=decisions)
+
+
+def _over_share(ssn: Session, exclude: str, wanted: npt.NDArray[np.bool_]) -> list[Task]:
+    """Bound tasks of other, reclaimable queues, taken (youngest first) only
+    while their queue is above its deserved share on a resource the reclaimer
+    wants (Volcano's proportion rule, checked before each eviction)."""
+    out: list[Task] = []
+    by_queue: dict[str, list[Task]] = {}
+    for t in _bound_tasks(ssn):
+        owner = ssn.job_of.get(t.pod.uid)
+        if owner is None or owner.queue == exclude:
+            continue
+        q = ssn.queues.get(owner.queue)
+        if q is None or not q.view.reclaimable:
+            continue
+        by_queue.setdefault(q.name, []).append(t)
+    for name, tasks in by_queue.items():
+        q = ssn.queues[name]
+        left = q.allocated.copy()
+        for t in sorted(tasks, key=lambda t: timestamp(t.pod.created), reverse=True):
+            if not (left[wanted] > q.deserved[wanted] + 1e-9).any():
+                break
+            left = left - t.request
+            out.append(t)
+    return out

@@ -1,0 +1,310 @@
+"""A scheduling session: jobs, tasks and queues as numpy vectors, plus the
+plugins' session hooks evaluated with Volcano's tier rules.
+
+A session is built from the cache at the start of one cycle of the actions
+(enqueue, preempt, reclaim, backfill) and thrown away after it. Resource
+vectors use the ClusterState's columns (cpu milli, memory bytes, ...).
+
+Tier rules (as in Volcano): for orderings the first plugin, tier by tier,
+with a non-zero answer decides; for admission every plugin must agree; for
+victims the first tier in which any plugin votes decides, by intersecting
+its plugins' votes. One difference: Volcano moves on to the next tier when
+that intersection is empty; we take the empty answer as final (a veto by
+conformance must not be overridden by a lower tier).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from pyextender.api.objects import PodInfo
+from pyextender.cache.batch import GroupView, QueueView
+from pyextender.cache.state import ClusterState
+from pyextender.framework.status import SUCCESS, Code, Status
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+def timestamp(text: str) -> float:
+    """RFC 3339 text -> epoch seconds (0 when empty or malformed)."""
+    if not text:
+        return 0.0
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+@dataclass(slots=True)
+class Task:
+    """One pod of a job."""
+
+    pod: PodInfo
+    request: IntArray
+    node: int
+    """Row of the node holding it (bound or assumed), -1 when unplaced."""
+
+    @property
+    def bound(self) -> bool:
+        return self.node >= 0
+
+    @property
+    def gated(self) -> bool:
+        return bool(self.pod.gates)
+
+
+@dataclass(slots=True)
+class Job:
+    """A PodGroup (or a lone pod) and its tasks."""
+
+    key: str
+    queue: str
+    priority: int
+    created: float
+    """epoch seconds"""
+    min_member: int
+    tasks: list[Task]
+    group: GroupView | None = None
+    allocated: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    share: float = 0.0
+    """Dominant resource share (set by drf)."""
+    running_estimate: float | None = None
+    """Expected run time in seconds, when known (backfill)."""
+    sla_wait: float | None = None
+    """Seconds after which the job gets nodes reserved (sla)."""
+
+    @property
+    def bound_count(self) -> int:
+        return sum(1 for t in self.tasks if t.bound and not t.pod.deleting)
+
+    @property
+    def ready(self) -> bool:
+        return self.bound_count >= self.min_member
+
+    @property
+    def pending(self) -> list[Task]:
+        return [t for t in self.tasks if not t.bound]
+
+    @property
+    def phase(self) -> str:
+        return self.group.phase if self.group is not None else "Inqueue"
+
+
+@dataclass(slots=True)
+class QueueState:
+    """A queue with what its jobs hold and ask for, and its deserved share."""
+
+    view: QueueView
+    allocated: IntArray
+    """Requests of bound tasks."""
+    inqueue: IntArray
+    """Requests of admitted (Inqueue) but unbound tasks."""
+    request: IntArray
+    """allocated + every unbound task of its jobs."""
+    deserved: FloatArray
+    share: float = 0.0
+    """max over resources of allocated / deserved (proportion)."""
+
+    @property
+    def name(self) -> str:
+        return self.view.name
+
+
+# -- hooks ---------------------------------------------------------------------
+
+
+@runtime_checkable
+class SessionOpener(Protocol):
+    name: str
+
+    def open_session(self, ssn: Session) -> None: ...
+
+
+@runtime_checkable
+class JobOrder(Protocol):
+    name: str
+
+    def job_order(self, ssn: Session, a: Job, b: Job) -> int:
+        """Negative when ``a`` goes first, positive when ``b`` does, 0 for no opinion."""
+        ...
+
+
+@runtime_checkable
+class QueueOrder(Protocol):
+    name: str
+
+    def queue_order(self, ssn: Session, a: QueueState, b: QueueState) -> int: ...
+
+
+@runtime_checkable
+class JobEnqueueable(Protocol):
+    name: str
+
+    def job_enqueueable(self, ssn: Session, job: Job, request: IntArray) -> Status:
+        """May the job be admitted now, asking for ``request`` (its min resources)?"""
+        ...
+
+
+@runtime_checkable
+class Preemptable(Protocol):
+    name: str
+
+    def preemptable(self, ssn: Session, preemptor: Job, victims: list[Task]) -> list[Task]:
+        """The subset of ``victims`` this plugin allows to evict for ``preemptor`` (same queue)."""
+        ...
+
+
+@runtime_checkable
+class Reclaimable(Protocol):
+    name: str
+
+    def reclaimable(self, ssn: Session, reclaimer: Job, victims: list[Task]) -> list[Task]:
+        """The subset of ``victims`` (other queues) this plugin allows to evict."""
+        ...
+
+
+@runtime_checkable
+class Overused(Protocol):
+    name: str
+
+    def overused(self, ssn: Session, queue: QueueState) -> bool: ...
+
+
+# -- the session -----------------------------------------------------------------
+
+
+class Session:
+    """Jobs, queues and free capacity for one cycle, with the configured plugins."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        jobs: dict[str, Job],
+        queues: dict[str, QueueState],
+        tiers: Sequence[Sequence[object]],
+        now: float,
+        options: dict[str, dict[str, bool]] | None = None,
+    ) -> None:
+        self.state = state
+        self.jobs = jobs
+        self.queues = queues
+        self.tiers = [list(t) for t in tiers]
+        self.now = now
+        self.options = options or {}
+        """plugin name -> Volcano enable switches (enableJobOrder, ...); absent = on."""
+        self.job_of: dict[str, Job] = {t.pod.uid: j for j in jobs.values() for t in j.tasks}
+        """pod uid -> its job."""
+        rows = state.live_rows()
+        sched = rows[state.schedulable[rows]]
+        self.rows = sched
+        self.total: IntArray = state.alloc[sched].sum(axis=0)
+        free = np.zeros_like(state.alloc[: state.size])
+        free[sched] = state.alloc[sched] - state.used[sched]
+        self.free: IntArray = free
+        """Free capacity per row after bound and assumed pods; actions subtract
+        what they admit, so later decisions in the cycle see earlier ones."""
+
+    # -- tier evaluation -----------------------------------------------------------
+    def _plugins(self, kind: type, option: str) -> list[list[object]]:
+        out = []
+        for tier in self.tiers:
+            chosen = [
+                p
+                for p in tier
+                if isinstance(p, kind)
+                and self.options.get(getattr(p, "name", ""), {}).get(option, True)
+            ]
+            out.append(chosen)
+        return out
+
+    def open(self) -> None:
+        for tier in self._plugins(SessionOpener, "enabled"):
+            for p in tier:
+                p.open_session(self)  # type: ignore[attr-defined]
+
+    def job_compare(self, a: Job, b: Job) -> int:
+        for tier in self._plugins(JobOrder, "enableJobOrder"):
+            for p in tier:
+                r = p.job_order(self, a, b)  # type: ignore[attr-defined]
+                if r:
+                    return int(r)
+        if a.created != b.created:
+            return -1 if a.created < b.created else 1
+        return -1 if a.key < b.key else (1 if a.key > b.key else 0)
+
+    def queue_compare(self, a: QueueState, b: QueueState) -> int:
+        for tier in self._plugins(QueueOrder, "enableQueueOrder"):
+            for p in tier:
+                r = p.queue_order(self, a, b)  # type: ignore[attr-defined]
+                if r:
+                    return int(r)
+        return -1 if a.name < b.name else (1 if a.name > b.name else 0)
+
+    def ordered_jobs(self, jobs: Sequence[Job]) -> list[Job]:
+        """Jobs in queue order, then job order within the queue (round-robin free)."""
+
+        def by_queue(x: str, y: str) -> int:
+            return self.queue_compare(self.queues[x], self.queues[y])
+
+        qorder = sorted(
+            {j.queue for j in jobs if j.queue in self.queues}, key=functools.cmp_to_key(by_queue)
+        )
+        rank = {q: i for i, q in enumerate(qorder)}
+        by_job = sorted(jobs, key=functools.cmp_to_key(self.job_compare))
+        return sorted(by_job, key=lambda j: rank.get(j.queue, len(rank)))
+
+    def enqueueable(self, job: Job, request: IntArray) -> Status:
+        for tier in self._plugins(JobEnqueueable, "enableJobEnqueued"):
+            for p in tier:
+                st: Status = p.job_enqueueable(self, job, request)  # type: ignore[attr-defined]
+                if not st.ok:
+                    return st
+        return SUCCESS
+
+    def victims(self, job: Job, candidates: list[Task], reclaim: bool) -> list[Task]:
+        """Candidates the first voting tier allows; none when no plugin votes."""
+        kind: type = Reclaimable if reclaim else Preemptable
+        option = "enableReclaimable" if reclaim else "enablePreemptable"
+        for tier in self._plugins(kind, option):
+            if not tier:
+                continue
+            allowed = {t.pod.uid for t in candidates}
+            for p in tier:
+                fn = p.reclaimable if reclaim else p.preemptable  # type: ignore[attr-defined]
+                allowed &= {t.pod.uid for t in fn(self, job, candidates)}
+            return [t for t in candidates if t.pod.uid in allowed]
+        return []
+
+    def overused(self, queue: QueueState) -> bool:
+        for tier in self._plugins(Overused, "enabledOverused"):
+            for p in tier:
+                if p.overused(self, queue):  # type: ignore[attr-defined]
+                    return True
+        return False
+
+    # -- helpers -------------------------------------------------------------
+    def describe(self, vec: IntArray) -> str:
+        from pyextender.api.resources import format_amount
+
+        names = self.state.resources
+        parts = [f"{names[i]} {format_amount(names[i], int(v))}" for i, v in enumerate(vec) if v]
+        return ", ".join(parts) or "nothing"
+
+
+def past_sla(ssn: Session, job: Job) -> bool:
+    """Has the job waited longer than its sla-waiting-time (set by the sla plugin)?"""
+    return job.sla_wait is not None and ssn.now - job.created >= job.sla_wait
+
+
+def unschedulable(plugin: str, reason: str, structural: bool = False) -> Status:
+    """A refusal. ``structural``: eviction cannot help (missing tasks, closed
+    queue); otherwise it is a resource limit that preemption may resolve."""
+    return Status(Code.UNRESOLVABLE if structural else Code.UNSCHEDULABLE, (reason,), plugin)

@@ -1,0 +1,128 @@
+"""Builds a Session from the sidecar's cache (or the simulator's state)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from pyextender.api.duration import parse_duration
+from pyextender.api.names import (
+    QUEUE_NAME_ANNOTATION,
+    RUNNING_ESTIMATE_ANNOTATION,
+    SLA_WAITING_TIME_ANNOTATION,
+)
+from pyextender.cache.batch import DEFAULT_QUEUE, ROOT_QUEUE, QueueView
+from pyextender.cache.cluster import ClusterCache
+from pyextender.framework.session import Job, QueueState, Session, Task, timestamp
+
+LONE_PREFIX = "pod:"
+"""Job key prefix of a pod without a PodGroup (a job of one)."""
+
+UNKNOWN_GROUP_MIN = 1 << 30
+"""min_member of a job whose PodGroup does not exist yet: never admissible."""
+
+
+def _duration(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError:
+        return None
+
+
+def build_session(
+    cache: ClusterCache,
+    tiers: Sequence[Sequence[object]],
+    now: float,
+    options: dict[str, dict[str, bool]] | None = None,
+) -> Session:
+    state = cache.state
+    width = len(state.resources)
+    jobs: dict[str, Job] = {}
+    for uid, pod in cache.pods_by_uid.items():
+        group_key = cache.group_of(pod)
+        if pod.scheduler_name != cache.scheduler_name and group_key not in cache.groups:
+            continue
+        rec = state.pods.get(uid)
+        task = Task(pod=pod, request=state.vector(pod.requests), node=rec.node if rec else -1)
+        key = group_key or f"{LONE_PREFIX}{pod.key}"
+        job = jobs.get(key)
+        if job is None:
+            group = cache.groups.get(group_key) if group_key else None
+            if group is not None:
+                job = Job(
+                    key=key,
+                    queue=group.queue,
+                    priority=pod.priority,
+                    created=timestamp(group.created),
+                    min_member=group.min_member,
+                    tasks=[],
+                    group=group,
+                )
+            else:
+                job = Job(
+                    key=key,
+                    queue=pod.annotations.get(QUEUE_NAME_ANNOTATION) or DEFAULT_QUEUE,
+                    priority=pod.priority,
+                    created=timestamp(pod.created),
+                    min_member=UNKNOWN_GROUP_MIN if group_key else 1,
+                    tasks=[],
+                )
+            jobs[key] = job
+        job.tasks.append(task)
+        job.priority = max(job.priority, pod.priority)
+        if job.running_estimate is None:
+            job.running_estimate = _duration(pod.annotations.get(RUNNING_ESTIMATE_ANNOTATION))
+    for key, group in cache.groups.items():
+        if key not in jobs:
+            jobs[key] = Job(
+                key=key,
+                queue=group.queue,
+                priority=0,
+                created=timestamp(group.created),
+                min_member=group.min_member,
+                tasks=[],
+                group=group,
+            )
+    for job in jobs.values():
+        job.allocated = np.zeros(width, dtype=np.int64)
+        for t in job.tasks:
+            if t.request.shape[0] < width:  # a column was added while building
+                t.request = np.pad(t.request, (0, width - t.request.shape[0]))
+            if t.bound:
+                job.allocated += t.request
+        if job.group is not None:
+            est = _duration(job.group.annotations.get(RUNNING_ESTIMATE_ANNOTATION))
+            job.running_estimate = est if est is not None else job.running_estimate
+            job.sla_wait = _duration(job.group.annotations.get(SLA_WAITING_TIME_ANNOTATION))
+
+    views = dict(cache.queues)
+    for name in (ROOT_QUEUE, DEFAULT_QUEUE):
+        views.setdefault(
+            name, QueueView(name=name, parent="" if name == ROOT_QUEUE else ROOT_QUEUE)
+        )
+    queues: dict[str, QueueState] = {}
+    for name, view in views.items():
+        zero = np.zeros(width, dtype=np.int64)
+        queues[name] = QueueState(
+            view=view,
+            allocated=zero.copy(),
+            inqueue=zero.copy(),
+            request=zero.copy(),
+            deserved=np.zeros(width, dtype=np.float64),
+        )
+    for job in jobs.values():
+        q = queues.get(job.queue)
+        if q is None:
+            continue
+        q.allocated += job.allocated
+        q.request += job.allocated
+        for t in job.pending:
+            q.request += t.request
+            if job.phase == "Inqueue" and not t.gated:
+                q.inqueue += t.request
+    ssn = Session(state, jobs, queues, tiers, now, options)
+    ssn.open()
+    return ssn

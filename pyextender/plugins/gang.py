@@ -1,0 +1,68 @@
+"""gang: a job is admitted only when all of its minMember tasks exist, and is
+never left running below minMember by an eviction (it is evicted whole).
+
+The all-or-nothing placement itself is done by enqueue (whole-gang fit) and
+by the bind barrier in the sidecar; this plugin supplies the session's view.
+"""
+
+from __future__ import annotations
+
+from pyextender.framework.plugin_args import arguments
+from pyextender.framework.registry import PluginSpec
+from pyextender.framework.session import Job, Session, Task, unschedulable
+from pyextender.framework.status import SUCCESS, Status
+
+
+@arguments
+class Args:
+    """gang takes no arguments."""
+
+
+class Gang:
+    name = "gang"
+
+    def __init__(self, args: Args) -> None:
+        self.args = args
+
+    def job_order(self, ssn: Session, a: Job, b: Job) -> int:
+        # jobs still short of minMember go before jobs that already run
+        return int(a.ready) - int(b.ready)
+
+    def job_enqueueable(self, ssn: Session, job: Job, request: object) -> Status:
+        exist = len(job.tasks)
+        if exist < job.min_member:
+            if job.group is None:
+                return unschedulable(self.name, "PodGroup not found", structural=True)
+            return unschedulable(
+                self.name,
+                f"{exist}/{job.min_member} tasks exist; waiting for the rest",
+                structural=True,
+            )
+        group = job.group
+        if group is not None and group.min_task_member:
+            counts: dict[str, int] = {}
+            for t in job.tasks:
+                spec = t.pod.annotations.get("volcano.sh/task-spec", "")
+                counts[spec] = counts.get(spec, 0) + 1
+            for task, need in sorted(group.min_task_member.items()):
+                if counts.get(task, 0) < need:
+                    return unschedulable(
+                        self.name,
+                        f'task "{task}": {counts.get(task, 0)}/{need} pods exist',
+                        structural=True,
+                    )
+        return SUCCESS
+
+    def preemptable(self, ssn: Session, preemptor: Job, victims: list[Task]) -> list[Task]:
+        return victims  # the action evicts gangs whole when they would drop below minMember
+
+    def reclaimable(self, ssn: Session, reclaimer: Job, victims: list[Task]) -> list[Task]:
+        return victims
+
+
+SPEC = PluginSpec(
+    name="gang",
+    args_type=Args,
+    factory=Gang,
+    summary="All-or-nothing: admit whole gangs, never leave one running below minMember.",
+)

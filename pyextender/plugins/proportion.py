@@ -1,0 +1,198 @@
+"""proportion (and capacity): each queue deserves a share of the cluster.
+
+Deserved shares are computed by water-filling, per resource: every queue
+first gets its guarantee; what is left is split in proportion to weight
+among queues that still want more, each capped at min(request, capability);
+the split repeats until nothing is left or nobody wants more. ``capacity``
+is the same plugin, but a queue's explicit ``spec.deserved`` wins over the
+weight split (Volcano's capacity plugin).
+
+Admission (enqueue): allocated + admitted + the job's minimum must stay
+within the queue's capability, and within what the other queues' guarantees
+leave. Reclaim: only from reclaimable queues above their deserved share,
+and only while they stay at or above it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pyextender.api.resources import format_amount
+from pyextender.framework.plugin_args import arguments
+from pyextender.framework.registry import PluginSpec
+from pyextender.framework.session import (
+    FloatArray,
+    IntArray,
+    Job,
+    QueueState,
+    Session,
+    Task,
+    unschedulable,
+)
+from pyextender.framework.status import SUCCESS, Status
+
+_EPS = 1e-9
+
+
+@arguments
+class Args:
+    """proportion takes no arguments (queues carry weight, capability, guarantee)."""
+
+
+def _vec(ssn: Session, amounts: dict[str, int]) -> IntArray:
+    out = np.zeros(len(ssn.state.resources), dtype=np.int64)
+    for name, value in amounts.items():
+        col = ssn.state.column.get(name)
+        if col is not None:
+            out[col] = value
+    return out
+
+
+def _cap(ssn: Session, q: QueueState) -> FloatArray:
+    """Capability as a vector; unlimited (inf) where not set."""
+    cap = np.full(len(ssn.state.resources), np.inf)
+    for name, value in q.view.capability.items():
+        col = ssn.state.column.get(name)
+        if col is not None:
+            cap[col] = value
+    return cap
+
+
+def water_fill(
+    total: FloatArray,
+    weights: dict[str, float],
+    want: dict[str, FloatArray],
+    floor: dict[str, FloatArray],
+) -> dict[str, FloatArray]:
+    """Split ``total`` among queues by weight, never above ``want``; start at ``floor``."""
+    deserved = {n: np.minimum(floor[n], want[n]).astype(np.float64) for n in weights}
+    remaining = total - sum(deserved.values(), np.zeros_like(total))
+    remaining = np.maximum(remaining, 0.0)
+    active = {n for n in weights if (want[n] - deserved[n] > _EPS).any()}
+    while active and (remaining > _EPS).any():
+        wsum = sum(weights[n] for n in active)
+        given = np.zeros_like(total)
+        for n in list(active):
+            offer = remaining * (weights[n] / wsum)
+            new = np.minimum(deserved[n] + offer, want[n])
+            given += new - deserved[n]
+            deserved[n] = new
+            if not (want[n] - new > _EPS).any():
+                active.discard(n)
+        if not (given > _EPS).any():
+            break
+        remaining = np.maximum(remaining - given, 0.0)
+    return deserved
+
+
+class Proportion:
+    name = "proportion"
+    explicit_deserved = False
+
+    def __init__(self, args: Args) -> None:
+        self.args = args
+
+    def open_session(self, ssn: Session) -> None:
+        total = ssn.total.astype(np.float64)
+        leaves = {n: q for n, q in ssn.queues.items() if n != "root"}
+        weights = {n: float(q.view.weight) for n, q in leaves.items()}
+        want = {
+            n: np.minimum(q.request.astype(np.float64), _cap(ssn, q)) for n, q in leaves.items()
+        }
+        floor = {n: _vec(ssn, q.view.guarantee).astype(np.float64) for n, q in leaves.items()}
+        if self.explicit_deserved:
+            for n, q in leaves.items():
+                if q.view.deserved:
+                    fixed = np.minimum(_vec(ssn, q.view.deserved).astype(np.float64), _cap(ssn, q))
+                    floor[n] = fixed
+                    want[n] = np.minimum(want[n], fixed)
+        deserved = water_fill(total, weights, want, floor)
+        for n, q in leaves.items():
+            q.deserved = deserved[n]
+            q.share = _share(q.allocated, q.deserved)
+
+    def queue_order(self, ssn: Session, a: QueueState, b: QueueState) -> int:
+        return (a.share > b.share) - (a.share < b.share)
+
+    def job_enqueueable(self, ssn: Session, job: Job, request: IntArray) -> Status:
+        q = ssn.queues.get(job.queue)
+        if q is None:
+            return unschedulable(self.name, f'queue "{job.queue}" does not exist', structural=True)
+        if not q.view.open:
+            return unschedulable(self.name, f'queue "{q.name}" is {q.view.state}', structural=True)
+        cap = _cap(ssn, q)
+        others = sum(
+            (
+                _vec(ssn, o.view.guarantee)
+                for n, o in ssn.queues.items()
+                if n not in (q.name, "root")
+            ),
+            np.zeros_like(ssn.total),
+        )
+        real = np.minimum(cap, (ssn.total - others).astype(np.float64))
+        after = q.allocated + q.inqueue + request
+        over = np.flatnonzero((after > real) & (request > 0))
+        if over.shape[0]:
+            c = int(over[0])
+            name = ssn.state.resources[c]
+            limit = "capability" if cap[c] <= real[c] else "share left by other queues' guarantees"
+            return unschedulable(
+                self.name,
+                f'queue "{q.name}" {limit} exceeded: {name} '
+                f"{format_amount(name, int(after[c]))}/{format_amount(name, int(real[c]))}",
+            )
+        return SUCCESS
+
+    def overused(self, ssn: Session, queue: QueueState) -> bool:
+        used = queue.allocated > 0
+        return bool(used.any() and (queue.allocated[used] >= queue.deserved[used] - _EPS).all())
+
+    def reclaimable(self, ssn: Session, reclaimer: Job, victims: list[Task]) -> list[Task]:
+        left: dict[str, IntArray] = {}
+        out = []
+        for t in victims:
+            job = ssn.job_of.get(t.pod.uid)
+            if job is None or job.queue == reclaimer.queue:
+                continue
+            q = ssn.queues.get(job.queue)
+            if q is None or not q.view.reclaimable:
+                continue
+            alloc = left.get(q.name, q.allocated.copy())
+            after = alloc - t.request
+            asked = t.request > 0
+            # the victim's queue must stay at or above its deserved share
+            if (after[asked] + _EPS >= q.deserved[asked]).all():
+                left[q.name] = after
+                out.append(t)
+        return out
+
+    def preemptable(self, ssn: Session, preemptor: Job, victims: list[Task]) -> list[Task]:
+        return [
+            t for t in victims if (j := ssn.job_of.get(t.pod.uid)) and j.queue == preemptor.queue
+        ]
+
+
+class Capacity(Proportion):
+    name = "capacity"
+    explicit_deserved = True
+
+
+def _share(allocated: IntArray, deserved: FloatArray) -> float:
+    mask = deserved > _EPS
+    if not mask.any():
+        return float("inf") if (allocated > 0).any() else 0.0
+    return float((allocated[mask] / deserved[mask]).max())
+
+
+SPEC = PluginSpec(
+    name="proportion",
+    args_type=Args,
+    factory=Proportion,
+    summary="Queue shares by weight (water-filling), capability and guarantee; reclaim over-share.",
+)
+CAPACITY_SPEC = PluginSpec(
+    name="capacity",
+    args_type=Args,
+    factory=Capacity,
+    summary="proportion, with each queue's explicit spec.deserved taking precedence.",
+)

@@ -1,0 +1,232 @@
+"""The scheduling core's decisions, table by table (no API server involved)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.unit.batch_fixtures import World
+
+
+def admitted(d: object) -> list[str]:
+    return [j.key for j in d.admit]  # type: ignore[attr-defined]
+
+
+def test_gang_that_does_not_fit_is_not_admitted_and_says_why() -> None:
+    w = World(nodes=1, gpus=8)
+    w.pod("busy", gpus=2, node="n0")
+    w.gang("g", 8)
+    d = w.cycle()
+    assert admitted(d) == []
+    assert d.unschedulable["t/g"].startswith(
+        "2/8 tasks in gang unschedulable: Insufficient nvidia.com/gpu"
+    )
+
+
+def test_gang_that_fits_is_admitted_whole() -> None:
+    w = World(nodes=1, gpus=8)
+    w.gang("g", 8)
+    assert admitted(w.cycle()) == ["t/g"]
+
+
+def test_two_gangs_that_fit_alone_but_not_together() -> None:
+    w = World(nodes=2, gpus=8)
+    w.gang("a", 3, gpus=4)  # 12 GPUs
+    w.gang("b", 3, gpus=4)  # 12 GPUs; together 24 > 16
+    d = w.cycle()
+    assert admitted(d) == ["t/a"]
+    assert "t/b" in d.unschedulable
+
+
+def test_admitted_unbound_gangs_hold_their_room() -> None:
+    w = World(nodes=1, gpus=8)
+    w.gang("first", 2, gpus=4, phase="Inqueue")  # admitted, not bound yet (gate lifted)
+    for p in w.cache.pods_by_uid.values():
+        p.gates = ()
+    w.gang("second", 1, gpus=4)
+    d = w.cycle()
+    assert admitted(d) == [] and "t/second" in d.unschedulable
+
+
+def test_inqueue_gang_with_gated_members_is_relifted() -> None:
+    w = World()
+    w.gang("g", 2, phase="Inqueue")
+    for p in list(w.cache.pods_by_uid.values())[:1]:
+        p.gates = ("pyextender.io/gang",)
+    d = w.cycle()
+    assert [j.key for j in d.relift] == ["t/g"]
+
+
+def test_missing_members_wait() -> None:
+    w = World()
+    w.gang("g", 2, min_member=4)
+    d = w.cycle()
+    assert (
+        d.unschedulable["t/g"]
+        == "4/4 tasks in gang unschedulable: gang: 2/4 tasks exist; waiting for the rest"
+    )
+
+
+def test_queue_capability_is_a_hard_limit() -> None:
+    w = World(nodes=4, gpus=8)
+    w.queue("a", capability={"nvidia.com/gpu": "16"})
+    w.gang("running", 2, gpus=8, queue="a", phase="Running", bound=["n0", "n1"])
+    w.gang("more", 1, gpus=8, queue="a")
+    d = w.cycle()
+    assert admitted(d) == []
+    msg = d.unschedulable["t/more"]
+    assert (
+        msg
+        == '1/1 tasks in gang unschedulable: proportion: queue "a" capability exceeded: nvidia.com/gpu 24/16'
+    )
+
+
+def test_closed_queue_admits_nothing() -> None:
+    w = World()
+    w.cache.queue_event(
+        "ADDED", {"metadata": {"name": "q"}, "spec": {}, "status": {"state": "Closed"}}
+    )
+    w.gang("g", 1, queue="q")
+    assert "is Closed" in w.cycle().unschedulable["t/g"]
+
+
+def test_deserved_shares_follow_weights() -> None:
+    w = World(nodes=4, gpus=8)  # 32 GPUs
+    w.queue("one", weight=1)
+    w.queue("three", weight=3)
+    for i in range(10):
+        w.gang(f"a{i}", 1, gpus=8, queue="one")
+        w.gang(f"b{i}", 1, gpus=8, queue="three")
+    ssn = w.session()
+    gpu = ssn.state.column["nvidia.com/gpu"]
+    assert ssn.queues["one"].deserved[gpu] == 8 and ssn.queues["three"].deserved[gpu] == 24
+
+
+def test_queue_order_serves_the_queue_furthest_below_its_share() -> None:
+    w = World(nodes=4, gpus=8)
+    w.queue("one", weight=1)
+    w.queue("three", weight=3)
+    w.gang("held", 1, gpus=8, queue="one", phase="Running", bound=["n0"])
+    w.gang("a", 1, gpus=8, queue="one")
+    w.gang("b", 1, gpus=8, queue="three")
+    ssn = w.session()
+    order = [j.key for j in ssn.ordered_jobs([ssn.jobs["t/a"], ssn.jobs["t/b"]])]
+    assert order == ["t/b", "t/a"]
+
+
+def test_drf_smaller_dominant_share_first() -> None:
+    w = World(nodes=2, gpus=8)
+    w.gang("big", 2, gpus=4, phase="Running", bound=["n0", "n1"])
+    w.pod("big-extra", gpus=1, group="big")
+    w.gang("small", 1, gpus=1, phase="Running", bound=["n0"])
+    w.pod("small-extra", gpus=1, group="small")
+    ssn = w.session(tiers=[["drf"]])
+    assert ssn.jobs["t/small"].share < ssn.jobs["t/big"].share
+    order = [j.key for j in ssn.ordered_jobs([ssn.jobs["t/big"], ssn.jobs["t/small"]])]
+    assert order == ["t/small", "t/big"]
+
+
+def test_priority_preemption_evicts_lower_priority_gang_whole() -> None:
+    w = World(nodes=1, gpus=8)
+    w.gang("low", 4, gpus=2, min_member=4, priority=1, phase="Running", bound=["n0"] * 4)
+    w.gang("high", 2, gpus=2, priority=100)
+    d = w.cycle()
+    assert admitted(d) == []
+    victims = sorted(e.task.pod.name for e in d.evictions)
+    # taking 2 of 4 would leave "low" below minMember 4: it goes whole
+    assert victims == ["low-0", "low-1", "low-2", "low-3"]
+    assert {e.action for e in d.evictions} == {"preempt"}
+
+
+def test_preemption_takes_only_spare_members_when_enough() -> None:
+    w = World(nodes=1, gpus=8)
+    w.gang("low", 4, gpus=2, min_member=2, priority=1, phase="Running", bound=["n0"] * 4)
+    w.gang("high", 1, gpus=2, priority=100)
+    d = w.cycle()
+    assert len(d.evictions) == 1
+
+
+def test_no_preemption_of_equal_priority_or_system_pods() -> None:
+    w = World(nodes=1, gpus=8)
+    w.gang("peer", 1, gpus=8, priority=5, phase="Running", bound=["n0"])
+    w.gang("other", 1, gpus=8, priority=5)
+    assert w.cycle().evictions == []
+    w2 = World(nodes=1, gpus=8)
+    w2.gang("sys", 1, gpus=8, priority=1, phase="Running", bound=["n0"], ns="kube-system")
+    w2.gang("high", 1, gpus=8, priority=100, ns="kube-system")
+    assert w2.cycle().evictions == []
+
+
+def test_terminating_victims_are_not_evicted_twice() -> None:
+    w = World(nodes=1, gpus=8)
+    w.gang("low", 1, gpus=8, priority=1, phase="Running", bound=["n0"])
+    w.gang("high", 1, gpus=8, priority=100)
+    assert len(w.cycle().evictions) == 1
+    for p in w.cache.pods_by_uid.values():
+        if p.name == "low-0":
+            p.deleting = True
+    assert w.cycle().evictions == []
+
+
+def test_reclaim_from_reclaimable_queue_over_its_share() -> None:
+    w = World(nodes=2, gpus=8)  # 16 GPUs; two queues weight 1:1 -> 8 each
+    w.queue("greedy", weight=1, reclaimable=True)
+    w.queue("owner", weight=1)
+    w.gang("hog", 2, gpus=8, min_member=1, queue="greedy", phase="Running", bound=["n0", "n1"])
+    w.gang("mine", 1, gpus=8, queue="owner")
+    d = w.cycle()
+    assert [(e.action, e.task.pod.name) for e in d.evictions] == [("reclaim", "hog-1")] or [
+        (e.action, e.task.pod.name) for e in d.evictions
+    ] == [("reclaim", "hog-0")]
+
+
+def test_non_reclaimable_queue_is_never_reclaimed_from() -> None:
+    w = World(nodes=2, gpus=8)
+    w.queue("greedy", weight=1, reclaimable=False)
+    w.queue("owner", weight=1)
+    w.gang("hog", 2, gpus=8, min_member=1, queue="greedy", phase="Running", bound=["n0", "n1"])
+    w.gang("mine", 1, gpus=8, queue="owner")
+    assert w.cycle().evictions == []
+
+
+def test_reservation_then_backfill_only_short_jobs() -> None:
+    now = 1767225600.0 + 3600
+    w = World(nodes=2, gpus=8)
+    # n0 busy until now+100 (estimate), n1 busy until now+10
+    w.gang(
+        "long",
+        1,
+        gpus=8,
+        phase="Running",
+        bound=["n0"],
+        annotations={"pyextender.io/running-estimate": "3700s"},
+    )
+    w.gang(
+        "short",
+        1,
+        gpus=4,
+        phase="Running",
+        bound=["n1"],
+        annotations={"pyextender.io/running-estimate": "3610s"},
+    )
+    w.gang("big", 2, gpus=8, annotations={"sla-waiting-time": "1s"})
+    tiers = [["priority", "gang", "sla"], ["proportion", "predicates"]]
+    d = w.cycle(tiers=tiers, now=now)
+    assert [r.job for r in d.reservations] == ["t/big"]
+    res = d.reservations[0]
+    assert res.rows == frozenset({0, 1}) and res.ready_at > now
+    w.cache.state.reservations.replace(d.reservations, {})
+    # a 2-GPU job with no estimate may not take n1's free GPUs; one that ends in time may
+    w.gang("noest", 1, gpus=2)
+    w.gang("quick", 1, gpus=2, annotations={"pyextender.io/running-estimate": "5s"})
+    d2 = w.cycle(tiers=tiers, now=now)
+    assert admitted(d2) == ["t/quick"]
+    assert "reserved for waiting gang t/big" in d2.unschedulable["t/noest"]
+
+
+def test_placement_counts_free_capacity_exactly() -> None:
+    w = World(nodes=2, gpus=8)
+    w.gang("g", 16, gpus=1)
+    ssn = w.session()
+    d = w.cycle()
+    assert admitted(d) == ["t/g"]
+    assert np.all(ssn.free[:2, ssn.state.column["nvidia.com/gpu"]] == 8)

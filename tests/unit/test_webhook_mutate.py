@@ -1,0 +1,105 @@
+"""Pod mutation: which pods are routed to us and gated, and the exact JSONPatch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pyextender.api.names import GANG_GATE, GROUP_NAME_ANNOTATION
+from webhook.mutate_pod import plan_pod, pod_patch
+
+SCHED = {"op": "add", "path": "/spec/schedulerName", "value": "volcano"}
+GATE_LIST = {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GANG_GATE}]}
+GATE_APPEND = {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GANG_GATE}}
+
+
+def pod(group: str | None = "pg", **spec: Any) -> dict[str, Any]:
+    annotations = {GROUP_NAME_ANNOTATION: group} if group is not None else {"other": "x"}
+    return {
+        "metadata": {"name": "p", "annotations": annotations},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec},
+    }
+
+
+CASES: list[tuple[str, dict[str, Any], str, list[dict[str, Any]], str]] = [
+    # (case, pod, operation, expected patch, expected skip reason fragment)
+    (
+        "defaulted scheduler",
+        pod(schedulerName="default-scheduler"),
+        "CREATE",
+        [SCHED, GATE_LIST],
+        "",
+    ),
+    ("no scheduler at all", pod(), "CREATE", [SCHED, GATE_LIST], ""),
+    ("empty scheduler", pod(schedulerName=""), "CREATE", [SCHED, GATE_LIST], ""),
+    ("already volcano", pod(schedulerName="volcano"), "CREATE", [GATE_LIST], ""),
+    (
+        "other gates kept",
+        pod(schedulerName="volcano", schedulingGates=[{"name": "example.com/quota"}]),
+        "CREATE",
+        [GATE_APPEND],
+        "",
+    ),
+    ("null gates", pod(schedulingGates=None), "CREATE", [SCHED, GATE_LIST], ""),
+    (
+        "already gated and ours",
+        pod(schedulerName="volcano", schedulingGates=[{"name": GANG_GATE}]),
+        "CREATE",
+        [],
+        "already",
+    ),
+    (
+        "gated but default scheduler",
+        pod(schedulerName="default-scheduler", schedulingGates=[{"name": GANG_GATE}]),
+        "CREATE",
+        [SCHED],
+        "",
+    ),
+    ("another scheduler", pod(schedulerName="yunikorn"), "CREATE", [], "another scheduler"),
+    ("not a gang member", pod(group=None), "CREATE", [], "not a gang member"),
+    ("empty group name", pod(group=""), "CREATE", [], "not a gang member"),
+    ("already bound", pod(nodeName="node-1"), "CREATE", [], "already bound"),
+    ("update", pod(), "UPDATE", [], "only pod creation"),
+    (
+        "no spec",
+        {"metadata": {"annotations": {GROUP_NAME_ANNOTATION: "pg"}}},
+        "CREATE",
+        [],
+        "no spec",
+    ),
+    (
+        "annotations not a map",
+        {"metadata": {"annotations": "x"}, "spec": {}},
+        "CREATE",
+        [],
+        "not a",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pod_doc", "operation", "expected", "skipped"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_patch(
+    pod_doc: dict[str, Any], operation: str, expected: list[dict[str, Any]], skipped: str
+) -> None:
+    plan = plan_pod(pod_doc, operation)
+    assert pod_patch(pod_doc, plan) == expected
+    assert bool(plan.changes) == bool(expected)
+    if skipped:
+        assert skipped in plan.skipped
+    else:
+        assert plan.skipped == ""
+
+
+def test_plan_names_group_and_changes() -> None:
+    plan = plan_pod(pod(group="train-1"), "CREATE")
+    assert plan.group == "train-1"
+    assert plan.changes == ("scheduler_name", "scheduling_gate")
+
+
+def test_missing_pod() -> None:
+    assert plan_pod(None, "CREATE").skipped
