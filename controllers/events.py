@@ -35,15 +35,17 @@ class Recorder:
         self._seen: dict[tuple[str, str, str], tuple[str, str, int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def event(
-        self, obj: dict[str, Any], reason: str, message: str, warning: bool = False
-    ) -> None:
+    def event(self, obj: dict[str, Any], reason: str, message: str, warning: bool = False) -> None:
         """Record an Event about ``obj`` (a Kubernetes object as a dict)."""
         m = meta(obj)
         ident = str(m.get("uid") or f"{obj.get('kind')}/{m.get('namespace')}/{m.get('name')}")
         log.info(
-            "event %s %s/%s: %s %s", obj.get("kind"), m.get("namespace"), m.get("name"),
-            reason, message,
+            "event %s %s/%s: %s %s",
+            obj.get("kind"),
+            m.get("namespace"),
+            m.get("name"),
+            reason,
+            message,
         )
         task = asyncio.get_running_loop().create_task(
             self._send(obj, ident, reason, message, warning)

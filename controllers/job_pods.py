@@ -207,7 +207,9 @@ def build_pod(job: Job, task: TaskSpec, index: int, gated: bool) -> dict[str, An
         spec.setdefault("hostname", pod_name(m.name, tname, index))
         spec.setdefault("subdomain", m.name)
         cm = svc_configmap_name(m.name)
-        keys = [f"VC_{svc_env_key(task_name(t))}_{s}" for t in job.spec.tasks for s in ("HOSTS", "NUM")]
+        keys = [
+            f"VC_{svc_env_key(task_name(t))}_{s}" for t in job.spec.tasks for s in ("HOSTS", "NUM")
+        ]
         _add_env(
             spec,
             [{"name": k, "valueFrom": {"configMapKeyRef": {"name": cm, "key": k}}} for k in keys],

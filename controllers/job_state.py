@@ -125,7 +125,7 @@ class Counts:
             phase = "Unknown"
         else:
             setattr(self, attr, getattr(self, attr) + 1)
-        task = P.annotations(pod).get(names.VOLCANO_TASK_SPEC)
+        task = P.annotations_of(pod).get(names.VOLCANO_TASK_SPEC)
         if task:
             per = self.tasks.setdefault(task, {})
             per[phase] = per.get(phase, 0) + 1

@@ -112,18 +112,25 @@ class Kube:
             args = (kind.group, kind.version, kind.plural, name, patch)
         return _json(fn(*args, _content_type=MERGE_PATCH, _preload_content=False))
 
-    def delete(self, kind: CustomKind, namespace: str, name: str) -> None:
+    def delete(self, kind: CustomKind, namespace: str, name: str) -> bool:
+        """Delete (background propagation); raises ApiException 404 when already gone."""
         c = self.custom
         body = {"propagationPolicy": "Background"}
         if kind.namespaced:
             c.delete_namespaced_custom_object(
-                kind.group, kind.version, namespace, kind.plural, name, body=body,
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                name,
+                body=body,
                 _preload_content=False,
             )
         else:
             c.delete_cluster_custom_object(
                 kind.group, kind.version, kind.plural, name, body=body, _preload_content=False
             )
+        return True
 
     # -- core -----------------------------------------------------------------
     def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -162,9 +169,7 @@ class Kube:
     # -- leases ---------------------------------------------------------------
     def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            resp = self.coordination.read_namespaced_lease(
-                name, namespace, _preload_content=False
-            )
+            resp = self.coordination.read_namespaced_lease(name, namespace, _preload_content=False)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -172,9 +177,7 @@ class Kube:
         return _json(resp)
 
     def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = self.coordination.create_namespaced_lease(
-            namespace, body, _preload_content=False
-        )
+        resp = self.coordination.create_namespaced_lease(namespace, body, _preload_content=False)
         return _json(resp)
 
     def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:

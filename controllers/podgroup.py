@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from controllers import pods as P
 from controllers import podgroup_status
+from controllers import pods as P
 from controllers.kube import PODGROUPS
 from controllers.runtime import Context, Controller, call, ignore_exists
 from controllers.store import Obj, key_of, meta, split_key
@@ -67,7 +67,7 @@ def bare_podgroup(pod: Obj) -> dict[str, Any]:
             "minResources": {k: format_amount(k, v) for k, v in sorted(req.items()) if v},
         },
     }
-    queue = P.annotations(pod).get(names.POD_QUEUE_ANNOTATION)
+    queue = P.annotations_of(pod).get(names.POD_QUEUE_ANNOTATION)
     if queue:
         body["spec"]["queue"] = queue
     return body
@@ -91,7 +91,6 @@ class PodGroupController(Controller):
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        ctx.pods.add_index("group", self._group_of)
         ctx.pods.add_handler(self._on_pod)
         ctx.podgroups.add_handler(self._on_podgroup)
         ctx.namespaces.add_handler(self._on_namespace)
@@ -122,7 +121,7 @@ class PodGroupController(Controller):
 
     @staticmethod
     def _enabled_obj(ns: Obj) -> bool:
-        return P.labels(ns).get(names.ENABLED_LABEL) == "true"
+        return P.labels_of(ns).get(names.ENABLED_LABEL) == "true"
 
     def _enabled(self, namespace: str) -> bool:
         ns = self.ctx.namespaces.get(namespace)
@@ -184,7 +183,8 @@ class PodGroupController(Controller):
                 ctx.podgroups.remember(created)
                 self.wrote("podgroup")
                 ctx.recorder.event(
-                    pod, "PodGroupCreated",
+                    pod,
+                    "PodGroupCreated",
                     f"pod has schedulerName {ctx.scheduler_name} and no "
                     f"{names.GROUP_NAME_ANNOTATION} annotation: created PodGroup {pg_name}",
                 )

@@ -23,18 +23,18 @@ def node_name(pod: Obj) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
-def annotations(obj: Obj) -> dict[str, str]:
+def annotations_of(obj: Obj) -> dict[str, str]:
     a = meta(obj).get("annotations")
     return a if isinstance(a, dict) else {}
 
 
-def labels(obj: Obj) -> dict[str, str]:
+def labels_of(obj: Obj) -> dict[str, str]:
     a = meta(obj).get("labels")
     return a if isinstance(a, dict) else {}
 
 
 def group_name(pod: Obj) -> str:
-    return annotations(pod).get(names.GROUP_NAME_ANNOTATION, "")
+    return annotations_of(pod).get(names.GROUP_NAME_ANNOTATION, "")
 
 
 def scheduler_name(pod: Obj) -> str:

@@ -88,7 +88,9 @@ class QueueController(Controller):
         members = [
             pod
             for pg in pgs
-            for pod in ctx.pods.by_index("group", f"{meta(pg).get('namespace')}/{meta(pg).get('name')}")
+            for pod in ctx.pods.by_index(
+                "group", f"{meta(pg).get('namespace')}/{meta(pg).get('name')}"
+            )
         ]
         action = self.actions.pop(key, None)
         patch = queue_status.status_patch(q, pgs, members, action)
@@ -106,5 +108,8 @@ class QueueController(Controller):
             why = f"command {action}" if action else "status sync"
             if patch["state"] == "Closing":
                 why += f": {len(pgs)} PodGroups still use the queue"
-            ctx.recorder.event(updated or q, _STATE_REASONS.get(patch["state"], "QueueState"),
-                               f"queue is {patch['state']} ({why})")
+            ctx.recorder.event(
+                updated or q,
+                _STATE_REASONS.get(patch["state"], "QueueState"),
+                f"queue is {patch['state']} ({why})",
+            )

@@ -141,7 +141,11 @@ class Controller:
                     log.info("%s %s: conflict, retrying in %.2fs", self.name, key, delay)
                 else:
                     log.warning(
-                        "%s %s failed (retry in %.2fs): %s", self.name, key, delay, exc,
+                        "%s %s failed (retry in %.2fs): %s",
+                        self.name,
+                        key,
+                        delay,
+                        exc,
                         exc_info=not hasattr(exc, "status"),
                     )
             else:

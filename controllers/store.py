@@ -136,11 +136,12 @@ class Store:
 
     def event(self, kind: str, obj: Obj) -> None:
         key = key_of(obj)
-        if kind == "DELETED":
-            old = self._put(key, None)
-            self._notify(key, old or obj, None)
-            return
         current = self.objects.get(key)
+        if kind == "DELETED":
+            if current is not None and meta(current).get("uid") != meta(obj).get("uid"):
+                return  # a new object of the same name already replaced it
+            self._notify(key, self._put(key, None) or obj, None)
+            return
         if current is not None and _older(obj, current):
             return
         self._notify(key, self._put(key, obj), obj)

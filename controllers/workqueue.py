@@ -52,7 +52,7 @@ class WorkQueue:
         """Re-add after an exponentially growing delay; returns the delay in seconds."""
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
-        delay = min(BASE_DELAY_S * 2**n, MAX_DELAY_S)
+        delay: float = min(BASE_DELAY_S * float(2**n), MAX_DELAY_S)
         self.add_after(key, delay)
         return delay
 

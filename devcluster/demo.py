@@ -26,7 +26,7 @@ from rich.table import Table
 from devcluster.cluster import Cluster
 from devcluster.nodes import NodeShape
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gpu-workload.yaml"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "demo" / "gpu-workload.yaml"
 
 
 def _decisions(url: str) -> dict[str, dict[str, Any]]:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from controllers import cli as controllers_cli
     from pyextender.server import serve_cli
     from pyextender.simulate import cli as simulate_cli
     from webhook import cli as webhook_cli
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     serve_cli.register(sub)
     simulate_cli.register(sub)
+    controllers_cli.register(sub)
     webhook_cli.register(sub)
     return parser
 

@@ -102,6 +102,7 @@ class WebhookApp:
             except ReviewError as exc:
                 raise HttpError(400, f"{path}: {exc}", exc.reason) from None
         except HttpError as exc:
+            log.warning("refused %s %s: %s", method, scope["path"], exc)
             self.metrics.bad_requests.labels(exc.reason).inc()
             await _respond(send, exc.status, json.dumps({"error": str(exc)}).encode())
             return

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyextender.api.volcano import RESOURCES, Command, FieldError, HyperNode, Job, PodGroup, Queue
-from pyextender.api.volcano.codec import Resource
+from pyextender.api.volcano.codec import Problem, Resource
 from webhook.findings import Findings, describe
 from webhook.queues import QueueLookupError, QueueSource
 from webhook.review import AdmissionRequest, Verdict, allow, deny
@@ -45,24 +45,40 @@ def _spec(obj: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _rules(
-    obj: Resource, old: Resource | None, req: AdmissionRequest, queues: QueueSource
+    obj: Resource,
+    old: Resource | None,
+    op: str,
+    raw: dict[str, Any],
+    old_raw: dict[str, Any] | None,
+    queues: QueueSource,
 ) -> Findings:
-    op = req.operation
+    """Each kind's own rules; ``raw``/``old_raw`` are the documents as sent."""
     if isinstance(obj, Queue):
         old_queue = old if isinstance(old, Queue) else None
-        raw_weight = _spec(req.object).get("weight")
-        return check_queue(obj, old_queue, op, queues, raw_weight)
+        return check_queue(obj, old_queue, op, queues, _spec(raw).get("weight"))
     if isinstance(obj, PodGroup):
         return check_podgroup(obj, old if isinstance(old, PodGroup) else None, op, queues)
     if isinstance(obj, Job):
-        if op == "UPDATE" and req.old_object is not None:
-            return check_job(obj, op, queues, _spec(req.old_object), _spec(req.object))
+        if op == "UPDATE" and old_raw is not None:
+            return check_job(obj, op, queues, _spec(old_raw), _spec(raw))
         return check_job(obj, op, queues)
     if isinstance(obj, Command):
         return check_command(obj)
     if isinstance(obj, HyperNode):
         return check_hypernode(obj)
     return Findings()
+
+
+def _ratchet(problems: list[Problem], before: list[Problem], title: str) -> Verdict | None:
+    """On UPDATE, problems the stored object already had do not block the update.
+
+    Objects stored before this webhook (or a rule) existed must stay updatable,
+    or controllers could no longer add finalizers or touch labels. The user
+    is warned instead. Returns None when a new problem remains.
+    """
+    if not problems or not set(problems) <= set(before):
+        return None
+    return allow([f"{title} keeps problems it already had: {describe(problems)}"])
 
 
 def validate(req: AdmissionRequest, queues: QueueSource) -> Verdict:
@@ -77,28 +93,41 @@ def validate(req: AdmissionRequest, queues: QueueSource) -> Verdict:
             reason="BadRequest",
         )
     title = _title(req)
-    try:
-        if req.operation == "DELETE":
-            why = check_queue_delete(req.name, queues) if cls is Queue else ""
-            return deny(f"{title} cannot be deleted: {why}", 403, "Forbidden") if why else allow()
-        if req.operation not in ("CREATE", "UPDATE"):
-            return allow()
-        if req.object is None:
-            return deny(f"{title}: request.object is missing", code=400, reason="BadRequest")
+    op = req.operation
+    if op == "DELETE":
         try:
-            obj = cls.from_dict(req.object)
+            why = check_queue_delete(req.name, queues) if cls is Queue else ""
+        except QueueLookupError as exc:
+            return deny(f"{title} cannot be checked now: {exc}", 503, "ServiceUnavailable")
+        return deny(f"{title} cannot be deleted: {why}", 403, "Forbidden") if why else allow()
+    if op not in ("CREATE", "UPDATE"):
+        return allow()
+    if req.object is None:
+        return deny(f"{title}: request.object is missing", code=400, reason="BadRequest")
+    old_raw = req.old_object if op == "UPDATE" else None
+    old: Resource | None = None
+    old_problems: list[Problem] = []
+    if old_raw is not None:
+        try:
+            old = cls.from_dict(old_raw)
         except FieldError as exc:
-            return deny(f"{title} is invalid: {exc}")
-        old: Resource | None = None
-        if req.operation == "UPDATE" and req.old_object is not None:
-            try:
-                old = cls.from_dict(req.old_object)
-            except FieldError:
-                old = None  # stored before this webhook ran; judge the new object alone
-        found = _rules(obj, old, req, queues)
+            old_problems = exc.problems
+    try:
+        obj = cls.from_dict(req.object)
+    except FieldError as exc:
+        return _ratchet(exc.problems, old_problems, title) or deny(f"{title} is invalid: {exc}")
+    try:
+        found = _rules(obj, old, op, req.object, old_raw, queues)
+        if found.problems and old is not None and old_raw is not None:
+            # the stored object judged as if unchanged: only its own standing problems
+            old_problems = _rules(old, old, op, old_raw, old_raw, queues).problems
     except QueueLookupError as exc:
         return deny(f"{title} cannot be checked now: {exc}", code=503, reason="ServiceUnavailable")
     if found.problems:
+        ratcheted = _ratchet(found.problems, old_problems, title)
+        if ratcheted is not None:
+            ratcheted.warnings[:0] = found.warnings
+            return ratcheted
         verdict = deny(f"{title} is invalid: {describe(found.problems)}")
         verdict.warnings = found.warnings
         return verdict

@@ -163,3 +163,34 @@ def _over_share(ssn: Session, exclude: str, wanted: npt.NDArray[np.bool_]) -> li
             left = left - t.request
             out.append(t)
     return out
+
+
+def proposal_allowed(ssn: Session, job: Job, victims: list[Task]) -> bool:
+    """May kube-scheduler's own preemption evict exactly ``victims`` for ``job``?
+
+    The same rules as our actions: same-queue victims need the preempt votes,
+    other-queue victims the reclaim votes and reclaim's queue rules, and no
+    gang may be left running below minMember unless it goes whole.
+    """
+    same = [t for t in victims if (o := ssn.job_of.get(t.pod.uid)) and o.queue == job.queue]
+    other = [t for t in victims if t not in same]
+    if same and len(ssn.victims(job, same, reclaim=False)) != len(same):
+        return False
+    if other:
+        wanted = min_request(ssn, job, needed_tasks(job) or job.tasks) > 0
+        open_to_reclaim = {t.pod.uid for t in _over_share(ssn, job.queue, wanted)}
+        if any(t.pod.uid not in open_to_reclaim for t in other):
+            return False
+        if len(ssn.victims(job, other, reclaim=True)) != len(other):
+            return False
+    taken: dict[str, int] = {}
+    for t in victims:
+        owner = ssn.job_of.get(t.pod.uid)
+        if owner is not None:
+            taken[owner.key] = taken.get(owner.key, 0) + 1
+    for key, n in taken.items():
+        owner = ssn.jobs[key]
+        running = owner.bound_count
+        if 0 < running - n < owner.min_member:
+            return False
+    return True

@@ -202,6 +202,7 @@ class Session:
         """plugin name -> Volcano enable switches (enableJobOrder, ...); absent = on."""
         self.job_of: dict[str, Job] = {t.pod.uid: j for j in jobs.values() for t in j.tasks}
         """pod uid -> its job."""
+        self.task_of: dict[str, Task] = {t.pod.uid: t for j in jobs.values() for t in j.tasks}
         rows = state.live_rows()
         sched = rows[state.schedulable[rows]]
         self.rows = sched

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -37,8 +38,14 @@ def build_session(
     tiers: Sequence[Sequence[object]],
     now: float,
     options: dict[str, dict[str, bool]] | None = None,
+    phases: dict[str, str] | None = None,
+    evicting: set[str] | None = None,
 ) -> Session:
+    """``phases`` overrides PodGroup phases the scheduler wrote but the watch has
+    not shown yet; ``evicting`` lists pod uids evicted but not yet seen deleting."""
     state = cache.state
+    phases = phases or {}
+    evicting = evicting or set()
     width = len(state.resources)
     jobs: dict[str, Job] = {}
     for uid, pod in cache.pods_by_uid.items():
@@ -46,11 +53,15 @@ def build_session(
         if pod.scheduler_name != cache.scheduler_name and group_key not in cache.groups:
             continue
         rec = state.pods.get(uid)
+        if uid in evicting and not pod.deleting:
+            pod = replace(pod, deleting=True)
         task = Task(pod=pod, request=state.vector(pod.requests), node=rec.node if rec else -1)
         key = group_key or f"{LONE_PREFIX}{pod.key}"
         job = jobs.get(key)
         if job is None:
             group = cache.groups.get(group_key) if group_key else None
+            if group is not None and group_key in phases and group.phase in ("Pending", ""):
+                group = replace(group, phase=phases[group_key])
             if group is not None:
                 job = Job(
                     key=key,
@@ -76,6 +87,8 @@ def build_session(
         if job.running_estimate is None:
             job.running_estimate = _duration(pod.annotations.get(RUNNING_ESTIMATE_ANNOTATION))
     for key, group in cache.groups.items():
+        if key in phases and group.phase in ("Pending", ""):
+            group = replace(group, phase=phases[key])
         if key not in jobs:
             jobs[key] = Job(
                 key=key,

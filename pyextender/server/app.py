@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 from dataclasses import dataclass
@@ -15,14 +16,21 @@ from pyextender.cache.cluster import ClusterCache
 from pyextender.cache.informer import Informer
 from pyextender.framework.config import ConfigError, ConfigWatcher, SchedulerConfig
 from pyextender.plugins.registry import REGISTRY
+from pyextender.server.actuator import Actuator
+from pyextender.server.barrier import DEFAULT_TIMEOUT_S, GangBarrier
 from pyextender.server.binder import ApiBinder
 from pyextender.server.http import ExtenderApp
+from pyextender.server.leader import LeaderElector
 from pyextender.server.metrics import Metrics
 from pyextender.server.profile import build_profile
 from pyextender.server.sched_config import load, plugins_of
+from pyextender.server.scheduler_loop import SchedulerLoop
 from pyextender.server.verbs import Extender
 
 log = logging.getLogger(__name__)
+
+PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +47,12 @@ class ServeOptions:
     """Scheduler config file (reloaded on change); None for the built-in default."""
     max_body_bytes: int
     """Largest accepted request body, bytes."""
+    leader_elect: bool = True
+    """Run the actions only while holding the Lease (verbs are always served)."""
+    lease_namespace: str = "kube-system"
+    lease_name: str = "pyextender-scheduler"
+    gang_timeout: float = DEFAULT_TIMEOUT_S
+    """Seconds a gang member's bind waits for the rest of its gang."""
 
 
 GC_THRESHOLDS = (50_000, 20, 20)
@@ -83,20 +97,56 @@ async def serve(opts: ServeOptions) -> int:
     core = client.CoreV1Api(api)
     cache = ClusterCache(opts.scheduler_name)
     metrics = Metrics()
-    profile = build_profile(plugins_of(load(opts.config_path)), metrics.observe_plugin)
+    current = [load(opts.config_path)]
+    profile = build_profile(plugins_of(current[0]), metrics.observe_plugin)
+    custom = client.CustomObjectsApi(api)
+    cache.synced_groups = cache.synced_queues = False
     informers = [
         Informer("nodes", core.list_node, loop, cache.replace_nodes, cache.node_event),
         Informer(
             "pods", core.list_pod_for_all_namespaces, loop, cache.replace_pods, cache.pod_event
         ),
+        Informer(
+            "podgroups",
+            functools.partial(custom.list_cluster_custom_object, *PODGROUPS),
+            loop,
+            cache.replace_groups,
+            cache.group_event,
+        ),
+        Informer(
+            "queues",
+            functools.partial(custom.list_cluster_custom_object, *QUEUES),
+            loop,
+            cache.replace_queues,
+            cache.queue_event,
+        ),
     ]
     for inf in informers:
         inf.start()
-    extender = Extender(cache, profile, ApiBinder(api), metrics)
+    elector = LeaderElector(api, opts.lease_namespace, opts.lease_name)
+    loop_ = SchedulerLoop(
+        cache,
+        lambda: current[0],
+        Actuator(api, metrics),
+        metrics,
+        (lambda: elector.leader) if opts.leader_elect else (lambda: True),
+    )
+    extender = Extender(
+        cache,
+        profile,
+        ApiBinder(api),
+        metrics,
+        GangBarrier(cache, opts.gang_timeout),
+        loop_.session,
+    )
+    tasks = [asyncio.create_task(loop_.run())]
+    if opts.leader_elect:
+        tasks.append(asyncio.create_task(elector.run()))
     watcher_task: asyncio.Task[None] | None = None
     if opts.config_path is not None:
 
         def apply(config: SchedulerConfig) -> None:
+            current[0] = config
             extender.profile = build_profile(plugins_of(config), metrics.observe_plugin)
             log.info("scheduler config reloaded: plugins %s", ", ".join(config.plugin_names))
 
@@ -111,8 +161,9 @@ async def serve(opts: ServeOptions) -> int:
         if cache.synced:
             return True, "ok"
         return False, (
-            f"waiting for the first cache sync (nodes synced: {cache.synced_nodes}, "
-            f"pods synced: {cache.synced_pods})"
+            f"waiting for the first cache sync (nodes: {cache.synced_nodes}, "
+            f"pods: {cache.synced_pods}, podgroups: {cache.synced_groups}, "
+            f"queues: {cache.synced_queues}; are the Volcano CRDs installed?)"
         )
 
     app = ExtenderApp(extender, ready, opts.max_body_bytes)
@@ -141,6 +192,10 @@ async def serve(opts: ServeOptions) -> int:
     finally:
         gauges.cancel()
         freezer.cancel()
+        for t in tasks:
+            t.cancel()
+        if opts.leader_elect:
+            await asyncio.to_thread(elector.release)
         if watcher_task is not None:
             watcher_task.cancel()
         for inf in informers:

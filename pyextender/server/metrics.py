@@ -49,6 +49,68 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.admissions = Counter(
+            "pyextender_gang_admissions_total",
+            "PodGroups admitted (Pending -> Inqueue), by queue.",
+            ["queue"],
+            registry=r,
+        )
+        self.evictions = Counter(
+            "pyextender_evictions_total",
+            "Evictions by action (preempt, reclaim) and result (evicted, blocked_by_pdb, error).",
+            ["action", "result"],
+            registry=r,
+        )
+        self.action_seconds = Histogram(
+            "pyextender_action_duration_seconds",
+            "Time to decide one action over the whole session, by action.",
+            ["action"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.queue_allocated = Gauge(
+            "pyextender_queue_allocated",
+            "Resources held by bound pods of the queue (cpu in milli-cores, memory in bytes).",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.queue_deserved = Gauge(
+            "pyextender_queue_deserved",
+            "Deserved share of the queue (same units as allocated).",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.queue_share = Gauge(
+            "pyextender_queue_share_ratio",
+            "max over resources of allocated / deserved.",
+            ["queue"],
+            registry=r,
+        )
+        self.queue_overused = Gauge(
+            "pyextender_queue_overused",
+            "1 when the queue holds at least its deserved share.",
+            ["queue"],
+            registry=r,
+        )
+        self.job_wait_seconds = Histogram(
+            "pyextender_job_wait_seconds",
+            "From PodGroup creation to admission (enqueue), per queue.",
+            ["queue"],
+            buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600),
+            registry=r,
+        )
+        self.job_scheduling_seconds = Histogram(
+            "pyextender_job_scheduling_seconds",
+            "From PodGroup creation to minMember members bound, per queue.",
+            ["queue"],
+            buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600),
+            registry=r,
+        )
+        self.barrier_timeouts = Counter(
+            "pyextender_gang_barrier_timeouts_total",
+            "Binds released because the gang did not reach minMember in time.",
+            registry=r,
+        )
         self.config_errors = Counter(
             "pyextender_config_reload_errors_total",
             "Scheduler config edits rejected (the last good config stays).",

@@ -13,10 +13,17 @@ from pyextender.framework.registry import PluginSpec
 from pyextender.plugins.registry import REGISTRY
 
 DEFAULT_CONFIG = """
-actions: "enqueue, allocate, backfill"
+actions: "enqueue, allocate, preempt, reclaim, backfill"
 tiers:
 - plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+  - name: sla
+- plugins:
+  - name: drf
   - name: predicates
+  - name: proportion
   - name: binpack
     arguments:
       # GPU batch work: pack nodes so whole nodes stay free for large jobs

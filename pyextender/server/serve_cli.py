@@ -40,6 +40,22 @@ def register(sub: Any) -> None:
         default=DEFAULT_MAX_BODY_BYTES,
         help="largest request body accepted, bytes (default %(default)s)",
     )
+    p.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the actions (enqueue, preempt, reclaim) only while holding the Lease; "
+        "verbs are served by every replica (default: on)",
+    )
+    p.add_argument("--lease-namespace", default="kube-system", help="namespace of the Lease")
+    p.add_argument("--lease-name", default="pyextender-scheduler", help="name of the Lease")
+    p.add_argument(
+        "--gang-timeout",
+        type=float,
+        default=20.0,
+        help="seconds a gang member's bind waits for minMember members (default %(default)s; "
+        "keep it below kube-scheduler's extender httpTimeout)",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=run)
 
@@ -65,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
         scheduler_name=args.scheduler_name,
         config_path=args.config,
         max_body_bytes=args.max_body_bytes,
+        leader_elect=args.leader_elect,
+        lease_namespace=args.lease_namespace,
+        lease_name=args.lease_name,
+        gang_timeout=args.gang_timeout,
     )
     try:
         import uvloop

@@ -12,11 +12,13 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from pyextender.actions.evict import proposal_allowed
 from pyextender.api.extender import (
     MAX_EXTENDER_PRIORITY,
     ExtenderArgs,
@@ -26,12 +28,16 @@ from pyextender.api.extender import (
     ExtenderPreemptionArgs,
     ExtenderPreemptionResult,
     HostPriority,
+    MetaPod,
+    MetaVictims,
 )
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.interfaces import MAX_NODE_SCORE, PodContext
 from pyextender.framework.runtime import Profile
+from pyextender.framework.session import Session
 from pyextender.framework.status import Code
+from pyextender.server.barrier import GangBarrier
 from pyextender.server.binder import BindConflict, Binder
 from pyextender.server.metrics import Metrics
 
@@ -86,11 +92,16 @@ class Extender:
         profile: Profile,
         binder: Binder,
         metrics: Metrics,
+        barrier: GangBarrier | None = None,
+        session: Callable[[], Session] | None = None,
     ) -> None:
         self.cache = cache
         self.profile = profile
         self.binder = binder
         self.metrics = metrics
+        self.barrier = barrier
+        self.session = session
+        """Builds a session for preempt proposals; None passes them through."""
         self.decisions: deque[dict[str, Any]] = deque(maxlen=DECISION_LOG_SIZE)
 
     def _decide(self, pod: str, verb: str, **what: Any) -> None:
@@ -172,23 +183,40 @@ class Extender:
         return out
 
     def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
-        """Pass kube-scheduler's victim proposals through (policy arrives with preemption)."""
-        self._pod(args.Pod)
-        if args.NodeNameToMetaVictims is not None:
-            return ExtenderPreemptionResult(NodeNameToMetaVictims=args.NodeNameToMetaVictims)
-        meta: dict[str, Any] = {}
-        for node, victims in (args.NodeNameToVictims or {}).items():
-            if victims is None:
-                meta[node] = None
-                continue
-            uids = [
-                {"UID": str(((p or {}).get("metadata") or {}).get("uid") or "")}
-                for p in victims.Pods or []
-            ]
-            meta[node] = {"Pods": uids, "NumPDBViolations": victims.NumPDBViolations}
-        from msgspec import convert
+        """kube-scheduler's victim proposals, minus the nodes our rules forbid.
 
-        return convert({"NodeNameToMetaVictims": meta}, ExtenderPreemptionResult)
+        A node stays only if every proposed victim there may go under the same
+        rules as our preempt/reclaim actions (priority, conformance, queue
+        shares, gangs whole). Pods that are not ours are not judged.
+        """
+        pod = self._pod(args.Pod)
+        if args.NodeNameToMetaVictims is not None:
+            proposals = dict(args.NodeNameToMetaVictims)
+        else:
+            proposals = {}
+            for node, victims in (args.NodeNameToVictims or {}).items():
+                if victims is None:
+                    proposals[node] = None
+                    continue
+                metas: list[MetaPod | None] = [
+                    MetaPod(UID=str(((p or {}).get("metadata") or {}).get("uid") or ""))
+                    for p in victims.Pods or []
+                ]
+                proposals[node] = MetaVictims(Pods=metas, NumPDBViolations=victims.NumPDBViolations)
+        if self.session is None or not self._ours(pod):
+            return ExtenderPreemptionResult(NodeNameToMetaVictims=proposals)
+        ssn = self.session()
+        job = ssn.job_of.get(pod.uid)
+        if job is None:
+            return ExtenderPreemptionResult(NodeNameToMetaVictims=proposals)
+        kept: dict[str, MetaVictims | None] = {}
+        for node, mv in proposals.items():
+            uids = {p.UID for p in (mv.Pods or []) if p is not None} if mv else set()
+            tasks = [ssn.task_of[u] for u in uids if u in ssn.task_of]
+            if proposal_allowed(ssn, job, tasks):
+                kept[node] = mv
+        self._decide(pod.key, "preempt", proposed=len(proposals), kept=sorted(kept))
+        return ExtenderPreemptionResult(NodeNameToMetaVictims=kept)
 
     async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
         if not args.PodName or not args.PodNamespace or not args.Node:
@@ -222,6 +250,12 @@ class Extender:
                     f"pod {key} no longer fits node {args.Node}: {outcome.reason(0)}",
                 )
             self.cache.assume(pod, args.Node)
+        if self.barrier is not None:
+            why = await self.barrier.wait(pod)
+            if why:
+                self.cache.forget_assumed(pod.uid)
+                self.metrics.barrier_timeouts.inc()
+                return self._bound(key, args.Node, "gang_timeout", why)
         uid = args.PodUID or pod.uid
         try:
             await asyncio.to_thread(

@@ -74,10 +74,8 @@ def test_queue_capability_is_a_hard_limit() -> None:
     d = w.cycle()
     assert admitted(d) == []
     msg = d.unschedulable["t/more"]
-    assert (
-        msg
-        == '1/1 tasks in gang unschedulable: proportion: queue "a" capability exceeded: nvidia.com/gpu 24/16'
-    )
+    want = 'proportion: queue "a" capability exceeded: nvidia.com/gpu 24/16'
+    assert msg == f"1/1 tasks in gang unschedulable: {want}"
 
 
 def test_closed_queue_admits_nothing() -> None:

@@ -457,3 +457,26 @@ def test_examples_are_accepted(path: Path) -> None:
     for doc in volcano:
         verdict = validate(request(doc), queues)
         assert verdict.allowed, f"{path.name}: {verdict.message}"
+
+
+def test_standing_problems_do_not_block_updates() -> None:
+    """A Job stored before a rule existed stays updatable (finalizers, labels, scaling)."""
+    old = job(name="j" * 40, tasks=[task("t" * 30)])  # pod names too long
+    new = copy.deepcopy(old)
+    new["metadata"]["finalizers"] = ["example.com/cleanup"]
+    verdict = validate(request(new, operation="UPDATE", old=old), QUEUES)
+    assert verdict.allowed
+    assert "keeps problems it already had" in verdict.warnings[0]
+    # a new problem still denies
+    new["spec"]["policies"] = [{"exitCode": 0, "action": "RestartJob"}]
+    assert not validate(request(new, operation="UPDATE", old=old), QUEUES).allowed
+
+
+def test_standing_model_errors_do_not_block_updates() -> None:
+    old = job(minAvailable=9)  # over the replicas: fails decoding
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"] = {"a": "b"}
+    verdict = validate(request(new, operation="UPDATE", old=old), QUEUES)
+    assert verdict.allowed and "spec.minAvailable" in verdict.warnings[0]
+    new["spec"]["minAvailable"] = 10
+    assert not validate(request(new, operation="UPDATE", old=old), QUEUES).allowed

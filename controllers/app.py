@@ -1,0 +1,157 @@
+"""The controllers process: informers, leader election, and the Job, PodGroup, Queue
+and Command controllers.
+
+Every replica lists and watches all the time (a standby has warm caches and
+takes over within one lease duration). Only the leader runs workers; it first
+waits for every cache to be synced, creates the default queues, queues every
+object once, and re-queues everything every ``resync_s`` to catch up with
+anything a watch may have missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import dataclass, field
+
+from kubernetes import client
+
+from controllers import pods as P
+from controllers.command import CommandController
+from controllers.events import Recorder
+from controllers.http import HealthServer
+from controllers.job import JobController
+from controllers.kube import COMMANDS, JOBS, PODGROUPS, QUEUES, Kube
+from controllers.leader import LeaderElector, LeaseConfig
+from controllers.podgroup import PodGroupController
+from controllers.queue import QueueController
+from controllers.runtime import Context, Controller, Metrics
+from controllers.store import Obj, Store, meta
+from pyextender.api.client import api_client
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    kubeconfig: str | None
+    """kubeconfig path; None for in-cluster / $KUBECONFIG / ~/.kube/config."""
+    workers: int = 2
+    """Concurrent reconciles per controller."""
+    leader_elect: bool = False
+    """Act only while holding the Lease (run more than one replica safely)."""
+    lease: LeaseConfig = field(default_factory=LeaseConfig)
+    metrics_address: str = "127.0.0.1"
+    metrics_port: int = 8899
+    scheduler_name: str = "volcano"
+    """schedulerName of the pods that get a PodGroup of their own when they name none."""
+    resync_s: float = 60.0
+    """Seconds between full re-queues of every object."""
+
+
+def _group_index(pod: Obj) -> list[str]:
+    group = P.group_name(pod)
+    return [f"{meta(pod).get('namespace')}/{group}"] if group else []
+
+
+def build(kube: Kube, opts: Options, identity: str) -> tuple[Context, list[Controller]]:
+    ctx = Context(
+        kube=kube,
+        recorder=Recorder(kube, identity),
+        metrics=Metrics(),
+        pods=Store("pods"),
+        namespaces=Store("namespaces"),
+        jobs=Store("jobs"),
+        podgroups=Store("podgroups"),
+        queues=Store("queues"),
+        commands=Store("commands"),
+        scheduler_name=opts.scheduler_name,
+    )
+    ctx.pods.add_index("group", _group_index)
+    queues = QueueController(ctx)
+    jobs = JobController(ctx)
+    controllers: list[Controller] = [
+        PodGroupController(ctx),
+        queues,
+        jobs,
+        CommandController(ctx, jobs, queues),
+    ]
+    return ctx, controllers
+
+
+def start_informers(ctx: Context, kube: Kube, loop: asyncio.AbstractEventLoop) -> None:
+    ctx.namespaces.start(kube.core.list_namespace, loop)
+    ctx.pods.start(kube.core.list_pod_for_all_namespaces, loop)
+    ctx.queues.start(kube.list_fn(QUEUES), loop)
+    ctx.podgroups.start(kube.list_fn(PODGROUPS), loop)
+    ctx.jobs.start(kube.list_fn(JOBS), loop)
+    ctx.commands.start(kube.list_fn(COMMANDS), loop)
+
+
+async def lead(ctx: Context, controllers: list[Controller], opts: Options) -> None:
+    """Act: run until cancelled (leadership lost or shutdown)."""
+    while not ctx.synced:
+        await asyncio.sleep(0.1)
+    ctx.metrics.leader.set(1)
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for c in controllers:
+            if isinstance(c, QueueController):
+                await c.ensure_default_queues()
+        for c in controllers:
+            c.resync()
+            tasks.extend(asyncio.create_task(c.worker()) for _ in range(opts.workers))
+        log.info("acting: %d controllers x %d workers", len(controllers), opts.workers)
+        while True:
+            await asyncio.sleep(opts.resync_s)
+            for c in controllers:
+                c.resync()
+    finally:
+        ctx.metrics.leader.set(0)
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+
+async def run(opts: Options) -> int:
+    loop = asyncio.get_running_loop()
+    api: client.ApiClient = api_client(opts.kubeconfig, qps_pool=max(8, 4 * opts.workers))
+    kube = Kube(api)
+    ctx, controllers = build(kube, opts, opts.lease.identity)
+    elector = LeaderElector(kube, opts.lease) if opts.leader_elect else None
+
+    def ready() -> tuple[bool, str]:
+        waiting = [s.kind for s in ctx.stores if not s.synced]
+        if waiting:
+            return False, f"waiting for the first list of: {', '.join(waiting)}"
+        role = "leader" if elector is None or elector.is_leader else "standby"
+        return True, f"ok ({role}, identity {opts.lease.identity})"
+
+    def refresh() -> None:
+        for c in controllers:
+            ctx.metrics.depth.labels(c.name).set(len(c.queue))
+
+    health = HealthServer(ctx.metrics.registry, ready, refresh)
+    await health.start(opts.metrics_address, opts.metrics_port)
+    start_informers(ctx, kube, loop)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def act() -> None:
+        await lead(ctx, controllers, opts)
+
+    main = asyncio.create_task(elector.run(act) if elector is not None else act())
+    await asyncio.wait([main, asyncio.create_task(stop.wait())], return_when="FIRST_COMPLETED")
+    log.info("shutting down")
+    main.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await main
+    for s in ctx.stores:
+        s.stop()
+    await health.close()
+    return 0

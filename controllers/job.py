@@ -1,0 +1,398 @@
+"""Job controller for ``batch.volcano.sh/v1alpha1`` Jobs.
+
+Watches Jobs, their pods and PodGroups. A pod that fails, is evicted
+(deleted), completes its task, or a PodGroup that turns Unknown becomes a
+Request; lifecycle policies turn it into an action (job_state.decide); the
+job's phase and that action say what to kill and which phase follows
+(job_state.plan / next_phase). In Pending and Running the controller syncs:
+it makes sure the PodGroup and every pod ``<job>-<task>-<i>`` exist (pods of a
+gang not yet admitted are created with our scheduling gate), and removes pods
+beyond the replicas. It is the only writer of Job status. Finished jobs with
+``ttlSecondsAfterFinished`` are deleted when it expires.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any
+
+from controllers import job_pods, job_state, job_status
+from controllers import pods as P
+from controllers.job_state import Request
+from controllers.kube import JOBS, PODGROUPS
+from controllers.runtime import Context, Controller, call, ignore_exists, ignore_missing
+from controllers.store import Obj, meta, split_key
+from pyextender.api import names
+from pyextender.api.volcano import FieldError, Job
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING_REQUESTS = 256
+"""Per job; beyond this, events are folded into one resync (nothing is lost: a sync
+recounts every pod)."""
+
+
+def _owner_job(obj: Obj) -> str | None:
+    ref = P.controller_ref(obj)
+    if ref and ref.get("kind") == "Job" and ref.get("apiVersion") == job_pods.JOB_API_VERSION:
+        return f"{meta(obj).get('namespace')}/{ref.get('name')}"
+    return None
+
+
+def _version(pod: Obj) -> int:
+    raw = P.annotations_of(pod).get(names.VOLCANO_JOB_VERSION, "")
+    return int(raw) if raw.isdigit() else -1
+
+
+class JobController(Controller):
+    name = "job"
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.requests: dict[str, list[Request]] = {}
+        self._invalid: dict[str, str] = {}
+        """Job key -> resourceVersion we already reported as invalid."""
+        ctx.pods.add_index("job", lambda o: [k] if (k := _owner_job(o)) else [])
+        ctx.podgroups.add_index("job", lambda o: [k] if (k := _owner_job(o)) else [])
+        ctx.jobs.add_handler(self._on_job)
+        ctx.pods.add_handler(self._on_pod)
+        ctx.podgroups.add_handler(self._on_podgroup)
+
+    # -- events -> requests -------------------------------------------------------
+    def request(self, key: str, req: Request) -> None:
+        pending = self.requests.setdefault(key, [])
+        plain = req.event == "OutOfSync" and not req.action
+        if plain and any(r.event == "OutOfSync" and not r.action for r in pending):
+            pass  # one sync recounts everything
+        elif len(pending) < MAX_PENDING_REQUESTS:
+            pending.append(req)
+        self.queue.add(key)
+
+    def _on_job(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        if new is None or old is None:
+            self.request(key, Request())
+            return
+        # our own status writes come back here: only a new spec or phase needs work
+        if old.get("spec") != new.get("spec"):
+            self.request(key, Request(event="JobUpdated"))
+        elif _job_phase(old) != _job_phase(new) or P.deleting(new) != P.deleting(old):
+            self.request(key, Request())
+
+    def _task_completed(self, job_key: str, task: str) -> bool:
+        job = self.ctx.jobs.get(job_key)
+        tasks = ((job or {}).get("spec") or {}).get("tasks") or []
+        replicas = next((int(t.get("replicas") or 0) for t in tasks if t.get("name") == task), 0)
+        done = len(
+            [
+                p
+                for p in self.ctx.pods.by_index("job", job_key)
+                if P.annotations_of(p).get(names.VOLCANO_TASK_SPEC) == task
+                and P.phase(p) == "Succeeded"
+            ]
+        )
+        return replicas > 0 and done >= replicas
+
+    def _on_pod(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        pod = new if new is not None else old
+        assert pod is not None
+        job_key = _owner_job(pod)
+        if job_key is None:
+            return
+        task = P.annotations_of(pod).get(names.VOLCANO_TASK_SPEC, "")
+        base = Request(task=task, pod=str(meta(pod).get("name")), version=_version(pod))
+        if new is None:
+            self.request(job_key, dataclasses.replace(base, event="PodEvicted"))
+            return
+        before = P.phase(old) if old is not None else ""
+        after = P.phase(new)
+        event = "OutOfSync"
+        exit_code = None
+        if after == "Failed" and before != "Failed":
+            event, exit_code = "PodFailed", P.exit_code(new)
+        elif after == "Succeeded" and before != "Succeeded" and self._task_completed(job_key, task):
+            event = "TaskCompleted"
+        if (
+            event == "OutOfSync"
+            and old is not None
+            and before == after
+            and P.deleting(old) == P.deleting(new)
+            and P.node_name(old) == P.node_name(new)
+        ):
+            return  # nothing the job counts has changed
+        self.request(job_key, dataclasses.replace(base, event=event, exit_code=exit_code))
+
+    def _on_podgroup(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        pg = new if new is not None else old
+        assert pg is not None
+        job_key = _owner_job(pg)
+        if job_key is None:
+            return
+        phase = _pg_phase(new)
+        if new is not None and old is not None and phase == _pg_phase(old):
+            return
+        self.request(job_key, Request(event="Unknown" if phase == "Unknown" else "OutOfSync"))
+
+    def resync(self) -> None:
+        for key in list(self.ctx.jobs.objects):
+            self.request(key, Request())
+
+    # -- reconcile ------------------------------------------------------------------
+    async def reconcile(self, key: str) -> None:
+        reqs = self.requests.pop(key, None) or [Request()]
+        raw = self.ctx.jobs.get(key)
+        if raw is None:
+            await self._cleanup_deleted(key)
+            return
+        if P.deleting(raw):
+            return
+        for i, req in enumerate(reqs):
+            try:
+                await self._handle(key, req)
+            except BaseException:
+                self.requests[key] = reqs[i:] + self.requests.get(key, [])
+                raise
+        await self._expire(key)
+
+    def _decode(self, key: str, raw: Obj) -> Job | None:
+        try:
+            return Job.from_dict(raw)
+        except FieldError as exc:
+            rv = str(meta(raw).get("resourceVersion"))
+            if self._invalid.get(key) != rv:
+                self._invalid[key] = rv
+                self.ctx.recorder.event(raw, "InvalidJob", f"job cannot be run: {exc}", True)
+            return None
+
+    async def _handle(self, key: str, req: Request) -> None:
+        ctx = self.ctx
+        raw = ctx.jobs.get(key)
+        if raw is None:
+            return
+        job = self._decode(key, raw)
+        if job is None:
+            return
+        status: dict[str, Any] = dict(raw.get("status") or {})
+        if job.status.state.phase is None:
+            status = job_status.with_phase(
+                status, "Pending", "JobCreated", "waiting for pods", job_status.now_rfc3339()
+            )
+            status["minAvailable"] = job.spec.gang_size
+        phase = str(status["state"]["phase"])
+        action = job_state.decide(job, req)
+        if action != job_state.SYNC:
+            what = f"pod {req.pod} {req.event}" if req.pod else req.event
+            if req.exit_code is not None:
+                what += f" (exit code {req.exit_code})"
+            source = "command" if req.action else "lifecycle policy"
+            ctx.recorder.event(raw, action, f"{what}: {source} action {action} in phase {phase}")
+        pl = job_state.plan(phase, action)
+        counts, killed = await self._apply(job, raw, pl, req, status)
+        if killed:
+            status["version"] = job.status.version + 1
+            created = job_status.parse_time(job.metadata.creation_timestamp) or time.time()
+            status["runningDuration"] = job_status.go_duration(time.time() - created)
+        new_phase, retry_inc = job_state.next_phase(pl.rule, job, counts)
+        status.update(job_status.counts_status(counts, job.spec.gang_size))
+        if retry_inc:
+            status["retryCount"] = job.status.retry_count + retry_inc
+        if new_phase is not None and new_phase != phase:
+            reason, message = _transition_why(new_phase, action, req, counts, job)
+            status = job_status.with_phase(
+                status, new_phase, reason, message, job_status.now_rfc3339()
+            )
+            ctx.recorder.event(raw, reason, message, warning=new_phase in ("Failed", "Aborted"))
+        await self._write_status(key, raw, status)
+
+    async def _apply(
+        self, job: Job, raw: Obj, pl: job_state.Plan, req: Request, status: dict[str, Any]
+    ) -> tuple[job_state.Counts, bool]:
+        """Kill or sync as the plan says; returns the pod counts after it and whether we killed."""
+        ctx = self.ctx
+        key = f"{job.metadata.namespace}/{job.metadata.name}"
+        counts = job_state.Counts()
+        pods = ctx.pods.by_index("job", key)
+        ours = [p for p in pods if (P.controller_ref(p) or {}).get("uid") == job.metadata.uid]
+        for stale in (p for p in pods if p not in ours and not P.deleting(p)):
+            await self._delete_pod(stale, "left by an earlier job of the same name")
+        if pl.kill == "":
+            await self._sync(job, raw, ours, counts, status)
+            return counts, False
+        if pl.kill == "none":
+            for p in ours:
+                counts.add(p)
+            return counts, False
+        keep = job_state.retained(job, pl)
+        for p in ours:
+            target = (
+                pl.kill == "job"
+                or (pl.kill == "task" and _task_of(p) == req.task)
+                or (pl.kill == "pod" and meta(p).get("name") == req.pod)
+            )
+            if target and not P.deleting(p) and P.phase(p) not in keep:
+                await self._delete_pod(p, f"job action in phase {pl.rule}")
+                counts.terminating += 1
+            else:
+                counts.add(p)
+        if pl.drop_podgroup:
+            pg_name = job_pods.podgroup_name(job.metadata.name, job.metadata.uid)
+            await ignore_missing(call(ctx.kube.delete, PODGROUPS, job.metadata.namespace, pg_name))
+            ctx.podgroups.forget(f"{job.metadata.namespace}/{pg_name}")
+        return counts, True
+
+    async def _delete_pod(self, pod: Obj, why: str) -> None:
+        ns, name = meta(pod).get("namespace"), meta(pod).get("name")
+        gone = await ignore_missing(call(self.ctx.kube.delete_pod, str(ns), str(name)))
+        self.wrote("pod-delete")
+        log.info("deleted pod %s/%s: %s", ns, name, why)
+        if gone and P.deleting(gone):
+            self.ctx.pods.remember(gone)
+        else:
+            self.ctx.pods.forget(f"{ns}/{name}")
+
+    async def _sync(
+        self, job: Job, raw: Obj, ours: list[Obj], counts: job_state.Counts, status: dict[str, Any]
+    ) -> None:
+        ctx = self.ctx
+        m = job.metadata
+        pg = await self._ensure_podgroup(job)
+        gated = job.spec.gang_size > 1 and _pg_phase(pg) in (None, "", "Pending")
+        if "svc" in job.spec.plugins:
+            controlled = dict(status.get("controlledResources") or {})
+            if controlled.get("plugin-svc") != "svc":
+                for kind, body in job_pods.svc_objects(job):
+                    await call(ctx.kube.create_core, kind, m.namespace, body)
+                    self.wrote(kind.lower())
+                controlled["plugin-svc"] = "svc"
+                status["controlledResources"] = controlled
+        by_name = {str(meta(p).get("name")): p for p in ours}
+        wanted: set[str] = set()
+        for task in job.spec.tasks:
+            for i in range(task.replicas):
+                name = job_pods.pod_name(m.name, job_pods.task_name(task), i)
+                wanted.add(name)
+                existing = by_name.get(name)
+                if existing is not None:
+                    counts.add(existing)
+                    continue
+                body = job_pods.build_pod(job, task, i, gated)
+                created = await ignore_exists(call(ctx.kube.create_pod, m.namespace, body))
+                if created:
+                    ctx.pods.remember(created)
+                    self.wrote("pod")
+                counts.add(created or body)
+        for name, pod in by_name.items():
+            if name not in wanted:
+                if P.deleting(pod):
+                    counts.terminating += 1
+                    continue
+                await self._delete_pod(pod, "beyond the task's replicas")
+                counts.terminating += 1
+
+    async def _ensure_podgroup(self, job: Job) -> Obj | None:
+        ctx = self.ctx
+        ns = job.metadata.namespace
+        name = job_pods.podgroup_name(job.metadata.name, job.metadata.uid)
+        pg = ctx.podgroups.get(f"{ns}/{name}")
+        if pg is None:
+            created = await ignore_exists(
+                call(ctx.kube.create, PODGROUPS, ns, job_pods.build_podgroup(job))
+            )
+            if created:
+                ctx.podgroups.remember(created)
+                self.wrote("podgroup")
+            return created
+        want = job_pods.podgroup_spec(job)
+        have = pg.get("spec") or {}
+        diff = {k: v for k, v in want.items() if k != "queue" and have.get(k, type(v)()) != v}
+        if diff:
+            # Volcano updates these when the job is edited (never the queue)
+            patch = {k: job_status.replace_with_nulls(have.get(k), v) for k, v in diff.items()}
+            updated = await call(ctx.kube.patch, PODGROUPS, ns, name, {"spec": patch})
+            ctx.podgroups.remember(updated)
+            self.wrote("podgroup")
+            return updated
+        return pg
+
+    async def _write_status(self, key: str, raw: Obj, status: dict[str, Any]) -> None:
+        old = raw.get("status") or {}
+        if status == old:
+            return
+        ns, name = split_key(key)
+        body = {
+            "metadata": {"resourceVersion": meta(raw).get("resourceVersion")},
+            "status": job_status.replace_with_nulls(old, status),
+        }
+        updated = await call(self.ctx.kube.patch, JOBS, ns, name, body, True)
+        self.ctx.jobs.remember(updated)
+        self.wrote("job-status")
+
+    async def _expire(self, key: str) -> None:
+        """ttlSecondsAfterFinished: delete a finished job once its time is up."""
+        raw = self.ctx.jobs.get(key)
+        if raw is None:
+            return
+        ttl = (raw.get("spec") or {}).get("ttlSecondsAfterFinished")
+        state = (raw.get("status") or {}).get("state") or {}
+        if not isinstance(ttl, int) or state.get("phase") not in job_state.FINISHED:
+            return
+        finished = job_status.parse_time(state.get("lastTransitionTime")) or time.time()
+        left = finished + ttl - time.time()
+        if left > 0:
+            self.queue.add_after(key, left + 0.1)
+            return
+        ns, name = split_key(key)
+        self.ctx.recorder.event(
+            raw, "TTLExpired", f"job {state.get('phase')} {ttl}s ago: deleting it"
+        )
+        await ignore_missing(call(self.ctx.kube.delete, JOBS, ns, name))
+        self.wrote("job-delete")
+
+    async def _cleanup_deleted(self, key: str) -> None:
+        """What the garbage collector does for a deleted Job; clusters without
+        kube-controller-manager (devcluster) have none."""
+        ctx = self.ctx
+        self._invalid.pop(key, None)
+        for pod in ctx.pods.by_index("job", key):
+            if not P.deleting(pod):
+                await self._delete_pod(pod, "its job was deleted")
+        for pg in ctx.podgroups.by_index("job", key):
+            ns, name = str(meta(pg).get("namespace")), str(meta(pg).get("name"))
+            await ignore_missing(call(ctx.kube.delete, PODGROUPS, ns, name))
+            ctx.podgroups.forget(f"{ns}/{name}")
+
+
+def _task_of(pod: Obj) -> str:
+    return P.annotations_of(pod).get(names.VOLCANO_TASK_SPEC, "")
+
+
+def _job_phase(job: Obj) -> Any:
+    return ((job.get("status") or {}).get("state") or {}).get("phase")
+
+
+def _pg_phase(pg: Obj | None) -> Any:
+    return ((pg or {}).get("status") or {}).get("phase")
+
+
+def _transition_why(
+    phase: str, action: str, req: Request, c: job_state.Counts, job: Job
+) -> tuple[str, str]:
+    """CamelCase reason and message for entering ``phase``."""
+    gang = job.spec.gang_size
+    if action != job_state.SYNC:
+        cause = f"{req.event} of pod {req.pod}" if req.pod else req.event
+        return f"Job{phase}", f"{action} ({cause}, retry {job.status.retry_count})"
+    messages = {
+        "Running": f"{c.running + c.succeeded + c.failed} of minAvailable {gang} pods started",
+        "Completed": f"{c.succeeded} pods succeeded (minAvailable {gang})",
+        "Failed": (
+            f"retried {job.status.retry_count} times (maxRetry {job.spec.max_retry})"
+            if job.status.retry_count >= job.spec.max_retry
+            else f"{c.failed} pods failed, {c.succeeded} succeeded (minAvailable {gang})"
+        ),
+        "Pending": "old pods are gone; creating the pods of the next run",
+        "Aborted": "every pod of the job is gone",
+        "Terminated": "every pod of the job is gone",
+    }
+    return f"Job{phase}", messages.get(phase, phase)

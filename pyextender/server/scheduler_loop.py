@@ -1,0 +1,138 @@
+"""The actions loop: on every cache change (at most every 100 ms) and at least
+once a second, the lease holder builds a session, runs the configured actions
+and applies their decisions. Other replicas only answer extender verbs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from pyextender.actions.cycle import run_cycle
+from pyextender.actions.decisions import Decisions
+from pyextender.cache.cluster import ClusterCache
+from pyextender.framework.config import SchedulerConfig
+from pyextender.framework.session import Session
+from pyextender.framework.snapshot import build_session
+from pyextender.plugins.registry import REGISTRY
+from pyextender.server.actuator import Actuator
+from pyextender.server.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+MIN_INTERVAL_S = 0.1
+"""Shortest time between two cycles (seconds): events are batched this long."""
+HEARTBEAT_S = 1.0
+"""Longest time between two cycles: time alone changes SLA waits and reservations."""
+REMEMBER_S = 30.0
+"""How long our own writes override what the watch has not shown yet."""
+
+
+class SchedulerLoop:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        config: Callable[[], SchedulerConfig],
+        actuator: Actuator,
+        metrics: Metrics,
+        is_leader: Callable[[], bool],
+    ) -> None:
+        self.cache = cache
+        self.config = config
+        self.actuator = actuator
+        self.metrics = metrics
+        self.is_leader = is_leader
+        self._built_for: SchedulerConfig | None = None
+        self._tiers: list[list[object]] = []
+        self._options: dict[str, dict[str, bool]] = {}
+        self.admitted: dict[str, float] = {}
+        """job key -> when we moved it to Inqueue."""
+        self.evicted: dict[str, float] = {}
+        """pod uid -> when we evicted it."""
+        self.ready_seen: set[str] = set()
+        self.cycles = 0
+
+    def _plugins(self) -> tuple[list[list[object]], dict[str, dict[str, bool]]]:
+        cfg = self.config()
+        if cfg is not self._built_for:
+            self._tiers = [
+                [REGISTRY[p.name].factory(p.args) for p in tier.plugins] for tier in cfg.tiers
+            ]
+            self._options = {p.name: dict(p.options) for tier in cfg.tiers for p in tier.plugins}
+            self._built_for = cfg
+        return self._tiers, self._options
+
+    def session(self, now: float | None = None) -> Session:
+        """A session over the current cache (also used by the preempt verb)."""
+        now = time.time() if now is None else now
+        tiers, options = self._plugins()
+        phases = {k: "Inqueue" for k, t in self.admitted.items() if now - t < REMEMBER_S}
+        evicting = {u for u, t in self.evicted.items() if now - t < REMEMBER_S}
+        return build_session(self.cache, tiers, now, options, phases, evicting)
+
+    def decide(self, now: float) -> tuple[Session, Decisions]:
+        ssn = self.session(now)
+        sla = "sla" in self._options
+        start = time.perf_counter()
+        decisions = run_cycle(ssn, self.config().actions, sla)
+        self.metrics.action_seconds.labels("cycle").observe(time.perf_counter() - start)
+        estimates = {
+            k: j.running_estimate for k, j in ssn.jobs.items() if j.running_estimate is not None
+        }
+        self.cache.state.reservations.replace(decisions.reservations, estimates)
+        return ssn, decisions
+
+    async def run(self) -> None:
+        last_version = -1
+        last_run = 0.0
+        while True:
+            await asyncio.sleep(MIN_INTERVAL_S)
+            now = time.time()
+            if not self.cache.synced or not self.is_leader():
+                continue
+            if self.cache.version == last_version and now - last_run < HEARTBEAT_S:
+                continue
+            last_version, last_run = self.cache.version, now
+            try:
+                await self.cycle(now)
+            except Exception:
+                log.exception("scheduling cycle failed; retrying next cycle")
+
+    async def cycle(self, now: float) -> Decisions:
+        ssn, decisions = self.decide(now)
+        self.cycles += 1
+        members = {j.key: [t.pod for t in j.tasks] for j in decisions.admit + decisions.relift}
+        for job in decisions.admit:
+            self.admitted[job.key] = now
+            self.metrics.job_wait_seconds.labels(job.queue).observe(max(now - job.created, 0.0))
+        for ev in decisions.evictions:
+            self.evicted[ev.task.pod.uid] = now
+        for key in [k for k, t in self.admitted.items() if now - t >= REMEMBER_S]:
+            del self.admitted[key]
+        for uid in [u for u, t in self.evicted.items() if now - t >= REMEMBER_S]:
+            del self.evicted[uid]
+        self._observe(ssn, now)
+        await self.actuator.apply(decisions, members)
+        return decisions
+
+    def _observe(self, ssn: Session, now: float) -> None:
+        names = ssn.state.resources
+        for q in ssn.queues.values():
+            for i, name in enumerate(names):
+                self.metrics.queue_allocated.labels(q.name, name).set(float(q.allocated[i]))
+                self.metrics.queue_deserved.labels(q.name, name).set(float(q.deserved[i]))
+            self.metrics.queue_share.labels(q.name).set(
+                q.share if q.share != float("inf") else -1.0
+            )
+            self.metrics.queue_overused.labels(q.name).set(1.0 if ssn.overused(q) else 0.0)
+        for job in ssn.jobs.values():
+            if job.group is None or job.key in self.ready_seen or not job.ready:
+                continue
+            self.ready_seen.add(job.key)
+            self.metrics.job_scheduling_seconds.labels(job.queue).observe(
+                max(now - job.created, 0.0)
+            )
+        live = set(ssn.jobs)
+        self.ready_seen &= live
