@@ -188,7 +188,7 @@ class JobController(Controller):
             source = "command" if req.action else "lifecycle policy"
             ctx.recorder.event(raw, action, f"{what}: {source} action {action} in phase {phase}")
         pl = job_state.plan(phase, action)
-        counts, killed = await self._apply(job, raw, pl, req, status)
+        counts, killed = await self._apply(job, raw, pl, req, status, f"{action} in {phase}")
         if killed:
             status["version"] = job.status.version + 1
             created = job_status.parse_time(job.metadata.creation_timestamp) or time.time()
@@ -206,7 +206,13 @@ class JobController(Controller):
         await self._write_status(key, raw, status)
 
     async def _apply(
-        self, job: Job, raw: Obj, pl: job_state.Plan, req: Request, status: dict[str, Any]
+        self,
+        job: Job,
+        raw: Obj,
+        pl: job_state.Plan,
+        req: Request,
+        status: dict[str, Any],
+        why: str,
     ) -> tuple[job_state.Counts, bool]:
         """Kill or sync as the plan says; returns the pod counts after it and whether we killed."""
         ctx = self.ctx
@@ -231,7 +237,7 @@ class JobController(Controller):
                 or (pl.kill == "pod" and meta(p).get("name") == req.pod)
             )
             if target and not P.deleting(p) and P.phase(p) not in keep:
-                await self._delete_pod(p, f"job action in phase {pl.rule}")
+                await self._delete_pod(p, why)
                 counts.terminating += 1
             else:
                 counts.add(p)
@@ -247,7 +253,7 @@ class JobController(Controller):
         self.wrote("pod-delete")
         log.info("deleted pod %s/%s: %s", ns, name, why)
         if gone and P.deleting(gone):
-            self.ctx.pods.remember(gone)
+            self.ctx.pods.remember(gone, only_if_present=True)
         else:
             self.ctx.pods.forget(f"{ns}/{name}")
 

@@ -3,8 +3,9 @@
 One Store per kind, fed by a list+watch Informer on the event loop thread.
 Handlers see ``(key, old, new)`` (``new`` is None on deletion) so controllers
 can react to transitions (a pod that just failed), not only to states. Our own
-writes are remembered at once (``remember``) so the next reconcile does not act
-on a copy older than what we just wrote.
+writes are remembered at once (``remember``, handlers included) so the next
+reconcile does not act on a copy older than what we just wrote; the watch's
+echo of the same version is then dropped.
 """
 
 from __future__ import annotations
@@ -39,18 +40,18 @@ def split_key(key: str) -> tuple[str, str]:
     return ns, name
 
 
-def _older(candidate: Obj, current: Obj) -> bool:
-    """Whether ``candidate`` is an older version than ``current``.
+def _newer(candidate: Obj, current: Obj) -> bool:
+    """Whether ``candidate`` is a later version than ``current``.
 
     resourceVersions are opaque by contract but integers (etcd revisions) in
-    practice; when they are not, we trust arrival order.
+    practice; when they are not, any different version counts as newer
+    (arrival order).
     """
-    try:
-        a = int(meta(candidate).get("resourceVersion") or 0)
-        b = int(meta(current).get("resourceVersion") or 0)
-    except ValueError:
-        return False
-    return a < b
+    a = str(meta(candidate).get("resourceVersion") or "")
+    b = str(meta(current).get("resourceVersion") or "")
+    if a.isdigit() and b.isdigit():
+        return int(a) > int(b)
+    return a != b
 
 
 class Store:
@@ -138,23 +139,35 @@ class Store:
         key = key_of(obj)
         current = self.objects.get(key)
         if kind == "DELETED":
-            if current is not None and meta(current).get("uid") != meta(obj).get("uid"):
+            if current is None:
+                return  # we already forgot it (our own delete)
+            if meta(current).get("uid") != meta(obj).get("uid"):
                 return  # a new object of the same name already replaced it
-            self._notify(key, self._put(key, None) or obj, None)
+            self._notify(key, self._put(key, None), None)
             return
-        if current is not None and _older(obj, current):
-            return
+        if current is not None and not _newer(obj, current):
+            return  # not newer than what we hold (e.g. the echo of our own write)
         self._notify(key, self._put(key, obj), obj)
 
-    def remember(self, obj: Obj) -> None:
-        """Record the result of our own write (no handlers: the watch event will follow)."""
+    def remember(self, obj: Obj, only_if_present: bool = False) -> None:
+        """Record the result of our own write at once, and tell the handlers.
+
+        The watch will echo the same version later; ``event`` drops it.
+        ``only_if_present`` is for deletions: if the watch already delivered
+        the DELETED event, the object must not come back.
+        """
         if not obj:
             return
         key = key_of(obj)
         current = self.objects.get(key)
-        if current is not None and _older(obj, current):
+        if current is None and only_if_present:
             return
-        self._put(key, obj)
+        if current is not None and not _newer(obj, current):
+            return
+        self._notify(key, self._put(key, obj), obj)
 
     def forget(self, key: str) -> None:
-        self._put(key, None)
+        """Drop an object we deleted, and tell the handlers."""
+        old = self._put(key, None)
+        if old is not None:
+            self._notify(key, old, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyextender.actions.decisions import Decisions
-from pyextender.actions.enqueue import enqueue
+from pyextender.actions.enqueue import allocate_elastic, enqueue
 from pyextender.actions.evict import preempt, reclaim
 from pyextender.actions.reservation import reserve
 from pyextender.framework.session import Session
@@ -20,8 +20,11 @@ def run_cycle(ssn: Session, actions: Sequence[str], sla: bool) -> Decisions:
     decisions = Decisions()
     # Reservations from the last cycle (in ssn.state.reservations) steer this
     # cycle's admissions; fresh ones, from who is still starving, take over next.
+    backfill = "backfill" in actions
     if "enqueue" in actions:
-        enqueue(ssn, decisions, backfill="backfill" in actions)
+        enqueue(ssn, decisions, backfill)
+    if "allocate" in actions:
+        allocate_elastic(ssn, decisions, backfill)
     if "preempt" in actions:
         preempt(ssn, decisions)
     if "reclaim" in actions:

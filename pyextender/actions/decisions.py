@@ -20,9 +20,11 @@ class Eviction:
 @dataclass(slots=True)
 class Decisions:
     admit: list[Job] = field(default_factory=list)
-    """Pending -> Inqueue; lift the gang gate on every gated member."""
-    relift: list[Job] = field(default_factory=list)
-    """Already Inqueue but members still gated (e.g. a crash between the two steps)."""
+    """Pending -> Inqueue (their first members' gates are in ``lift``)."""
+    lift: list[Task] = field(default_factory=list)
+    """Pods whose gang gate comes off: members a gang needs to reach minMember,
+    members of admitted gangs still gated after a crash, elastic members in
+    job order."""
     unschedulable: dict[str, str] = field(default_factory=dict)
     """job key -> why it was not admitted (PodGroup condition + event)."""
     starving: list[Job] = field(default_factory=list)

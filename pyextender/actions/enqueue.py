@@ -1,47 +1,85 @@
-"""enqueue: admit whole gangs, in queue and job order, when they fit.
+"""enqueue: admit whole gangs, fairly across queues, when they fit.
 
-A PodGroup moves Pending -> Inqueue (and its pods' scheduling gate is lifted)
-only when every plugin allows it (queue capability, overcommit, gang size)
-and its minMember tasks fit the free capacity left after every other
-admitted-but-unbound gang. So kube-scheduler only ever sees gangs that can
-be placed whole, and two gangs never hold half of the same nodes.
+A PodGroup moves Pending -> Inqueue (and the gates of the pods it needs to
+reach minMember are lifted) only when every plugin allows it (queue
+capability, overcommit, gang size) and those pods fit the free capacity left
+after every other admitted-but-unbound gang. So kube-scheduler only ever sees
+gangs that can be placed whole, and two gangs never hold half of the same
+nodes. Queues take turns: after each admission the queue furthest below its
+share (per the plugins' queue order) goes next.
+
+allocate (elastic members): members beyond minMember of admitted gangs are
+released one at a time, the job first in job order (e.g. smallest dominant
+share) first, while they fit.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+import numpy.typing as npt
 
 from pyextender.actions.backfill import may_backfill
 from pyextender.actions.decisions import Decisions
 from pyextender.actions.gangs import gang_message, min_request, needed_tasks
 from pyextender.framework.placement import place
-from pyextender.framework.session import Job, Session
+from pyextender.framework.session import IntArray, Job, Session, Task
 from pyextender.framework.status import Code
 
 
-def _admitted(job: Job) -> bool:
+def admitted(job: Job) -> bool:
     return job.group is None or job.phase not in ("Pending", "")
 
 
+def _allowed(ssn: Session, job: Job, request: IntArray, backfill: bool) -> npt.NDArray[np.bool_]:
+    """Rows the job may use: all but those reserved for another gang (unless backfill fits)."""
+    allowed = np.ones(ssn.free.shape[0], dtype=np.bool_)
+    for row, r in ssn.state.reservations.by_row.items():
+        if r.job != job.key and row < allowed.shape[0]:
+            allowed[row] = backfill and may_backfill(job, request, r, ssn.now)
+    return allowed
+
+
+def _live_pending(job: Job) -> list[Task]:
+    return [t for t in job.pending if not t.pod.deleting]
+
+
 def account_admitted(ssn: Session, decisions: Decisions) -> None:
-    """Hold capacity for admitted gangs whose pods are not bound yet."""
+    """Hold capacity for admitted gangs' ungated, unbound pods; re-lift gates
+    of gangs that are admitted but short of minMember ungated pods."""
     resources = ssn.state.resources
     for job in ssn.ordered_jobs([j for j in ssn.jobs.values() if j.group is not None]):
-        if not _admitted(job):
+        if not admitted(job):
             continue
-        open_tasks = [t for t in job.pending if not t.gated and not t.pod.deleting]
+        pending = _live_pending(job)
+        open_tasks = [t for t in pending if not t.gated]
         if open_tasks:
             place(ssn.free, [t.request for t in open_tasks], resources, commit=True)
-        if any(t.gated for t in job.pending):
-            decisions.relift.append(job)
+        short = job.min_member - job.bound_count - len(open_tasks)
+        if short > 0:
+            decisions.lift.extend([t for t in pending if t.gated][:short])
 
 
 def enqueue(ssn: Session, decisions: Decisions, backfill: bool = True) -> None:
     account_admitted(ssn, decisions)
     resources = ssn.state.resources
-    reservations = ssn.state.reservations
-    pending = [j for j in ssn.jobs.values() if j.group is not None and not _admitted(j)]
+    waiting: dict[str, list[Job]] = {}
+    pending = [j for j in ssn.jobs.values() if j.group is not None and not admitted(j)]
     for job in ssn.ordered_jobs(pending):
+        waiting.setdefault(job.queue, []).append(job)
+
+    def compare(a: str, b: str) -> int:
+        if a in ssn.queues and b in ssn.queues:
+            return ssn.queue_compare(ssn.queues[a], ssn.queues[b])
+        return (a > b) - (a < b)
+
+    by_queue = functools.cmp_to_key(compare)
+    while waiting:
+        queue = min(waiting, key=by_queue)
+        job = waiting[queue].pop(0)
+        if not waiting[queue]:
+            del waiting[queue]
         tasks = needed_tasks(job)
         request = min_request(ssn, job, tasks)
         status = ssn.enqueueable(job, request)
@@ -49,22 +87,48 @@ def enqueue(ssn: Session, decisions: Decisions, backfill: bool = True) -> None:
         if status.code == Code.UNRESOLVABLE:  # eviction cannot help: say so, move on
             decisions.unschedulable[job.key] = gang_message(job, missing, status.message())
             continue
-        allowed = np.ones(ssn.free.shape[0], dtype=np.bool_)
-        for row, r in reservations.by_row.items():
-            if r.job != job.key and row < allowed.shape[0]:
-                allowed[row] = backfill and may_backfill(job, request, r, ssn.now)
+        allowed = _allowed(ssn, job, request, backfill)
         requests = [t.request for t in tasks]
         fit = place(ssn.free, requests, resources, allowed, commit=status.ok)
         if fit.ok and status.ok:
             decisions.admit.append(job)
+            decisions.lift.extend(tasks)
+            ssn.allocate(job, request)
             continue
         if not fit.ok:
             reason = fit.reason
             if not allowed.all() and place(ssn.free, requests, resources).ok:
-                holders = sorted({r.job for r in reservations.by_row.values() if r.job != job.key})
+                holders = sorted(
+                    {r.job for r in ssn.state.reservations.by_row.values() if r.job != job.key}
+                )
                 reason = f"free nodes are reserved for waiting gang {', '.join(holders)}"
             message = gang_message(job, fit.unplaced, reason)
         else:  # fits the nodes, but a queue or cluster limit says no
             message = gang_message(job, missing, status.message())
         decisions.unschedulable[job.key] = message
         decisions.starving.append(job)
+
+
+def allocate_elastic(ssn: Session, decisions: Decisions, backfill: bool = True) -> None:
+    """Release gated members beyond minMember of admitted gangs, in job order."""
+    lifting = {t.pod.uid for t in decisions.lift}
+    admitted_now = {j.key for j in decisions.admit}
+    extras: dict[str, list[Task]] = {}
+    for job in ssn.jobs.values():
+        if job.group is None or not (admitted(job) or job.key in admitted_now):
+            continue
+        gated = [t for t in _live_pending(job) if t.gated and t.pod.uid not in lifting]
+        if gated:
+            extras[job.key] = sorted(gated, key=lambda t: (t.pod.created, t.pod.name))
+    resources = ssn.state.resources
+    while extras:
+        job = min((ssn.jobs[k] for k in extras), key=functools.cmp_to_key(ssn.job_compare))
+        task = extras[job.key].pop(0)
+        allowed = _allowed(ssn, job, task.request, backfill)
+        if place(ssn.free, [task.request], resources, allowed, commit=True).ok:
+            decisions.lift.append(task)
+            ssn.allocate(job, task.request)
+            if not extras[job.key]:
+                del extras[job.key]
+        else:
+            del extras[job.key]  # its next member does not fit either, this cycle

@@ -172,6 +172,15 @@ class Reclaimable(Protocol):
 
 
 @runtime_checkable
+class AllocateHandler(Protocol):
+    name: str
+
+    def on_allocate(self, ssn: Session, job: Job, request: IntArray) -> None:
+        """``request`` was just (virtually) given to ``job``: update shares."""
+        ...
+
+
+@runtime_checkable
 class Overused(Protocol):
     name: str
 
@@ -283,6 +292,17 @@ class Session:
                 allowed &= {t.pod.uid for t in fn(self, job, candidates)}
             return [t for t in candidates if t.pod.uid in allowed]
         return []
+
+    def allocate(self, job: Job, request: IntArray) -> None:
+        """Record a decision to place ``request`` for ``job`` (admission or an
+        elastic member): the job and its queue hold it for the rest of the cycle."""
+        job.allocated = job.allocated + request
+        q = self.queues.get(job.queue)
+        if q is not None:
+            q.inqueue = q.inqueue + request
+        for tier in self._plugins(AllocateHandler, "enabled"):
+            for p in tier:
+                p.on_allocate(self, job, request)  # type: ignore[attr-defined]
 
     def overused(self, queue: QueueState) -> bool:
         for tier in self._plugins(Overused, "enabledOverused"):

@@ -68,6 +68,9 @@ class Drf:
                 p = parent.get(p, "")
             self._paths[name] = list(reversed(path))
 
+    def on_allocate(self, ssn: Session, job: Job, request: IntArray) -> None:
+        job.share = dominant_share(job.allocated, ssn.total)
+
     def job_order(self, ssn: Session, a: Job, b: Job) -> int:
         return (a.share > b.share) - (a.share < b.share)
 

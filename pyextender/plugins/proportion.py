@@ -109,7 +109,12 @@ class Proportion:
         deserved = water_fill(total, weights, want, floor)
         for n, q in leaves.items():
             q.deserved = deserved[n]
-            q.share = _share(q.allocated, q.deserved)
+            q.share = _share(q.allocated + q.inqueue, q.deserved)
+
+    def on_allocate(self, ssn: Session, job: Job, request: IntArray) -> None:
+        q = ssn.queues.get(job.queue)
+        if q is not None:
+            q.share = _share(q.allocated + q.inqueue, q.deserved)
 
     def queue_order(self, ssn: Session, a: QueueState, b: QueueState) -> int:
         return (a.share > b.share) - (a.share < b.share)

@@ -50,12 +50,11 @@ class Actuator:
         async with self._limit:
             return await asyncio.to_thread(fn, *args, **kwargs)
 
-    async def apply(self, d: Decisions, members: dict[str, list[PodInfo]]) -> None:
-        work = []
-        for job in d.admit:
-            work.append(self._admit(job, members.get(job.key, [])))
-        for job in d.relift:
-            work.append(self._lift(job, members.get(job.key, [])))
+    async def apply(self, d: Decisions) -> None:
+        """Status first (so a crash leaves an Inqueue gang whose gates the next
+        leader lifts, never ungated pods of a Pending gang), then gates."""
+        await asyncio.gather(*(self._admit(job) for job in d.admit))
+        work = [self._lift_pod(t.pod) for t in d.lift if GANG_GATE in t.pod.gates]
         for key, message in d.unschedulable.items():
             if self.said.get(key) != message:
                 job_group = next((j.group for j in d.starving if j.key == key), None)
@@ -66,7 +65,7 @@ class Actuator:
             await asyncio.gather(*work)
 
     # -- admission -------------------------------------------------------------
-    async def _admit(self, job: Job, pods: list[PodInfo]) -> None:
+    async def _admit(self, job: Job) -> None:
         group = job.group
         assert group is not None
         conditions = [c for c in group.conditions if c.get("type") != "Unschedulable"]
@@ -87,15 +86,10 @@ class Actuator:
             return
         self.said.pop(job.key, None)
         self.metrics.admissions.labels(job.queue).inc()
-        log.info("admitted %s (queue %s, %d members)", job.key, job.queue, len(pods))
+        log.info("admitted %s (queue %s, minMember %d)", job.key, job.queue, job.min_member)
         await self._event_group(
             group, "Normal", "Enqueued", "all minMember tasks fit; gang admitted"
         )
-        await self._lift(job, pods)
-
-    async def _lift(self, job: Job, pods: list[PodInfo]) -> None:
-        gated = [p for p in pods if GANG_GATE in p.gates]
-        await asyncio.gather(*(self._lift_pod(p) for p in gated))
 
     async def _lift_pod(self, pod: PodInfo) -> None:
         i = pod.gates.index(GANG_GATE)

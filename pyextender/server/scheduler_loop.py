@@ -103,7 +103,6 @@ class SchedulerLoop:
     async def cycle(self, now: float) -> Decisions:
         ssn, decisions = self.decide(now)
         self.cycles += 1
-        members = {j.key: [t.pod for t in j.tasks] for j in decisions.admit + decisions.relift}
         for job in decisions.admit:
             self.admitted[job.key] = now
             self.metrics.job_wait_seconds.labels(job.queue).observe(max(now - job.created, 0.0))
@@ -114,7 +113,7 @@ class SchedulerLoop:
         for uid in [u for u, t in self.evicted.items() if now - t >= REMEMBER_S]:
             del self.evicted[uid]
         self._observe(ssn, now)
-        await self.actuator.apply(decisions, members)
+        await self.actuator.apply(decisions)
         return decisions
 
     def _observe(self, ssn: Session, now: float) -> None:

@@ -53,7 +53,7 @@ def test_inqueue_gang_with_gated_members_is_relifted() -> None:
     for p in list(w.cache.pods_by_uid.values())[:1]:
         p.gates = ("pyextender.io/gang",)
     d = w.cycle()
-    assert [j.key for j in d.relift] == ["t/g"]
+    assert [t.pod.name for t in d.lift] == ["g-0"]
 
 
 def test_missing_members_wait() -> None:
@@ -228,3 +228,31 @@ def test_placement_counts_free_capacity_exactly() -> None:
     d = w.cycle()
     assert admitted(d) == ["t/g"]
     assert np.all(ssn.free[:2, ssn.state.column["nvidia.com/gpu"]] == 8)
+
+
+def test_queues_take_turns_by_share() -> None:
+    w = World(nodes=4, gpus=8)  # 32 GPUs, weights 1:3 -> 8 : 24
+    w.queue("one", weight=1)
+    w.queue("three", weight=3)
+    for i in range(20):
+        w.gang(f"a{i:02d}", 1, gpus=2, queue="one")
+    for i in range(20):
+        w.gang(f"b{i:02d}", 1, gpus=2, queue="three")
+    d = w.cycle()
+    got = {"one": 0, "three": 0}
+    for j in d.admit:
+        got[j.queue] += 2
+    assert got == {"one": 8, "three": 24}
+
+
+def test_elastic_members_go_to_the_smaller_dominant_share_first() -> None:
+    w = World(nodes=2, gpus=8)
+    w.pod("blocker", gpus=4, node="n1")
+    # x: 4 bound of 6 (8 GPUs); y: 1 bound of 3 (2 GPUs); 2 GPUs free on n1
+    w.gang("x", 6, gpus=2, min_member=2, phase="Running", bound=["n0"] * 4)
+    w.gang("y", 3, gpus=2, min_member=1, phase="Running", bound=["n1"])
+    for p in w.cache.pods_by_uid.values():
+        if not p.node_name:
+            p.gates = ("pyextender.io/gang",)
+    d = w.cycle(tiers=[["priority", "gang"], ["drf", "proportion"]])
+    assert [t.pod.name for t in d.lift] == ["y-1"]
