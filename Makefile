@@ -35,6 +35,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pyextender.api.volcano.crdgen --check
+	$(BIN)/python -m webhook.configuration --check
 
 unit: setup
 	$(BIN)/pytest -q tests/unit

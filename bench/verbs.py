@@ -91,9 +91,8 @@ def serve(nodes: int, port: int) -> None:
     os.sched_setaffinity(0, {0})
     import uvicorn
 
-    from pyextender.server.http import ExtenderApp
-
     from pyextender.server.app import freeze_heap, tune_gc
+    from pyextender.server.http import ExtenderApp
 
     ext = build_extender(nodes)
     if os.environ.get("BENCH_DEFAULT_GC") != "1":

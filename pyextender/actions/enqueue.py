@@ -95,6 +95,7 @@ def enqueue(ssn: Session, decisions: Decisions, backfill: bool = True) -> None:
             decisions.lift.extend(tasks)
             ssn.allocate(job, request)
             continue
+        reasons = []
         if not fit.ok:
             reason = fit.reason
             if not allowed.all() and place(ssn.free, requests, resources).ok:
@@ -102,10 +103,11 @@ def enqueue(ssn: Session, decisions: Decisions, backfill: bool = True) -> None:
                     {r.job for r in ssn.state.reservations.by_row.values() if r.job != job.key}
                 )
                 reason = f"free nodes are reserved for waiting gang {', '.join(holders)}"
-            message = gang_message(job, fit.unplaced, reason)
-        else:  # fits the nodes, but a queue or cluster limit says no
-            message = gang_message(job, missing, status.message())
-        decisions.unschedulable[job.key] = message
+            reasons.append(reason)
+        if not status.ok:  # a queue or cluster limit says no (as well)
+            reasons.append(status.message())
+        unplaced = fit.unplaced if not fit.ok else missing
+        decisions.unschedulable[job.key] = gang_message(job, unplaced, "; ".join(reasons))
         decisions.starving.append(job)
 
 

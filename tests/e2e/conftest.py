@@ -69,10 +69,13 @@ def sidecar(cluster: Cluster) -> Iterator[str]:
 
 
 @pytest.fixture
-def namespace(core: client.CoreV1Api) -> Iterator[str]:
+def namespace(core: client.CoreV1Api, api: client.ApiClient) -> Iterator[str]:
     name = f"t{os.getpid()}-{next(_ns_counter)}"
     core.create_namespace({"metadata": {"name": name}})
     yield name
+    client.CustomObjectsApi(api).delete_collection_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", name, "podgroups"
+    )
     core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
 
 

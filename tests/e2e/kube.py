@@ -123,3 +123,112 @@ def gpus_per_node(core: client.CoreV1Api) -> dict[str, int]:
                 req.get("nvidia.com/gpu", 0)
             )
     return used
+
+
+GROUP = ("scheduling.volcano.sh", "v1beta1")
+
+
+def podgroup(
+    api: client.ApiClient,
+    namespace: str,
+    name: str,
+    min_member: int,
+    queue: str = "default",
+    annotations: dict[str, str] | None = None,
+) -> None:
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        *GROUP,
+        namespace,
+        "podgroups",
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "annotations": annotations or {}},
+            "spec": {"minMember": min_member, "queue": queue},
+        },
+    )
+
+
+def read_podgroup(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        *GROUP, namespace, "podgroups", name
+    )
+    return doc
+
+
+def queue(api: client.ApiClient, name: str, weight: int = 1, **spec: Any) -> None:
+    client.CustomObjectsApi(api).create_cluster_custom_object(
+        *GROUP,
+        "queues",
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": name},
+            "spec": {"weight": weight, **spec},
+        },
+    )
+
+
+def gang(
+    core: client.CoreV1Api,
+    api: client.ApiClient,
+    namespace: str,
+    name: str,
+    size: int,
+    gpus: int,
+    min_member: int | None = None,
+    queue_name: str = "default",
+    priority_class: str | None = None,
+    annotations: dict[str, str] | None = None,
+    pod_annotations: dict[str, str] | None = None,
+) -> list[str]:
+    """A PodGroup and its pods, gated as the webhook would gate them."""
+    podgroup(
+        api, namespace, name, size if min_member is None else min_member, queue_name, annotations
+    )
+    names = []
+    for i in range(size):
+        names.append(f"{name}-{i}")
+        create_member(core, namespace, name, i, gpus, priority_class, pod_annotations)
+    return names
+
+
+def create_member(
+    core: client.CoreV1Api,
+    namespace: str,
+    group: str,
+    index: int,
+    gpus: int,
+    priority_class: str | None = None,
+    annotations: dict[str, str] | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> None:
+    m = pod(f"{group}-{index}", namespace, gpus=gpus, priority_class=priority_class)
+    m["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": group, **(annotations or {})}
+    m["spec"]["schedulingGates"] = [{"name": "pyextender.io/gang"}]
+    if node_selector:
+        m["spec"]["nodeSelector"] = node_selector
+    core.create_namespaced_pod(namespace, m)
+
+
+def bound_of(core: client.CoreV1Api, namespace: str, names: list[str]) -> int:
+    b = bound(core, namespace)
+    return sum(1 for n in names if n in b)
+
+
+def priority_class(api: client.ApiClient, name: str, value: int) -> None:
+    try:
+        client.SchedulingV1Api(api).create_priority_class(
+            {"metadata": {"name": name}, "value": value}
+        )
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def condition(api: client.ApiClient, namespace: str, name: str, kind: str) -> str:
+    pg = read_podgroup(api, namespace, name)
+    for c in (pg.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return str(c.get("message", ""))
+    return ""

@@ -1,8 +1,8 @@
 """The admission webhook behind a real kube-apiserver: pod mutation per namespace mode,
 Volcano CRD validation, and garbage sent straight to it.
 
-The webhook is registered for this module only and removed afterwards, so the
-rest of the session sees a cluster without it.
+Unless the session already runs the webhook, it is registered for this module
+only and removed afterwards, so the rest of the session sees a cluster without it.
 """
 
 from __future__ import annotations
@@ -36,13 +36,15 @@ _ns = itertools.count()
 
 @pytest.fixture(scope="module")
 def webhook(cluster: Cluster) -> Iterator[str]:
-    """Base URL of the running, registered webhook."""
+    """Base URL of the running, registered webhook; removed afterwards if this module added it."""
+    already = cluster.status()["processes"].get("webhook") == "running"
     enable_webhook(cluster)
     enable_webhook(cluster)  # idempotent: a second call changes nothing
     try:
         yield webhook_url(cluster)
     finally:
-        disable_webhook(cluster)
+        if not already:
+            disable_webhook(cluster)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,334 @@
+"""The batch scheduling core on a real cluster: gangs, queues, DRF, preemption,
+reclaim, backfill with reservation, and crash safety (issue 3's e2e list).
+
+Gang pods are created gated, as the admission webhook would create them; the
+sidecar's enqueue action lifts the gates. The cluster has 2 nodes x 8 GPUs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from devcluster.cluster import Cluster
+from tests.e2e.conftest import create
+from tests.e2e.kube import (
+    bound,
+    bound_of,
+    condition,
+    create_member,
+    gang,
+    gpus_per_node,
+    pod,
+    priority_class,
+    queue,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+class Sampler:
+    """Samples how many of a gang's pods are bound, every 100 ms, in a thread."""
+
+    def __init__(self, count: Callable[[], int]) -> None:
+        self.count = count
+        self.seen: list[int] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            with contextlib.suppress(Exception):  # an API hiccup: skip this sample
+                self.seen.append(self.count())
+            time.sleep(0.1)
+
+    def partial_runs(self, size: int) -> int:
+        """Pairs of consecutive samples both strictly between 0 and size: a partial gang
+        that lasted over 100 ms (one sample may catch the binds of a burst)."""
+        pairs = itertools.pairwise(self.seen)
+        return sum(1 for a, b in pairs if 0 < a < size and 0 < b < size)
+
+    def close(self) -> list[int]:
+        self.stop.set()
+        self.thread.join(5)
+        return self.seen
+
+
+def _decisions(url: str) -> list[dict[str, object]]:
+    with urllib.request.urlopen(f"{url}/debug/decisions", timeout=5) as r:
+        rows: list[dict[str, object]] = json.loads(r.read())
+    return rows
+
+
+def test_gang_all_or_nothing(
+    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    create(core, pod("block-8", namespace, gpus=8, scheduler="default-scheduler"))
+    create(core, pod("block-2", namespace, gpus=2, scheduler="default-scheduler"))
+    wait_for("blockers bound", lambda: len(bound(core, namespace)) == 2)
+    names = gang(core, api, namespace, "g", 8, gpus=1)
+    sampler = Sampler(lambda: bound_of(core, namespace, names))
+    why = wait_for(
+        "an Unschedulable condition", lambda: condition(api, namespace, "g", "Unschedulable")
+    )
+    assert why.startswith("2/8 tasks in gang unschedulable: Insufficient nvidia.com/gpu"), why
+    time.sleep(2)
+    assert max(sampler.seen) == 0, "a gang member bound with only 6 of 8 GPUs free"
+    core.delete_namespaced_pod("block-2", namespace, grace_period_seconds=0)
+    wait_for("all 8 bound", lambda: bound_of(core, namespace, names) == 8, timeout=60)
+    seen = sampler.close()
+    assert sampler.partial_runs(8) == 0, seen
+    binds = [
+        d
+        for d in _decisions(sidecar)
+        if d["verb"] == "bind" and str(d["pod"]).startswith(namespace)
+    ]
+    times = [float(d["time"]) for d in binds if d["result"] == "bound"]  # type: ignore[arg-type]
+    assert len(times) == 8 and max(times) - min(times) < 2.0, binds
+    assert all(v <= 8 for v in gpus_per_node(core).values())
+
+
+def test_two_gangs_that_fit_alone_but_not_together(
+    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    a = gang(core, api, namespace, "a", 3, gpus=4)
+    b = gang(core, api, namespace, "b", 3, gpus=4)
+    wait_for(
+        "one gang fully bound",
+        lambda: 3 in (bound_of(core, namespace, a), bound_of(core, namespace, b)),
+        timeout=60,
+    )
+    time.sleep(3)
+    counts = sorted([bound_of(core, namespace, a), bound_of(core, namespace, b)])
+    assert counts == [0, 3], counts
+    loser = "a" if bound_of(core, namespace, a) == 0 else "b"
+    assert "tasks in gang unschedulable" in condition(api, namespace, loser, "Unschedulable")
+
+
+def test_queue_weights_converge_and_capability_holds(
+    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    suffix = namespace.replace("-", "")
+    q1, q3 = f"one{suffix}", f"three{suffix}"
+    queue(api, q1, weight=1)
+    queue(api, q3, weight=3)
+    jobs: dict[str, list[str]] = {q1: [], q3: []}
+    for i in range(16):
+        for q in (q1, q3):
+            jobs[q] += gang(core, api, namespace, f"{q}-{i}", 1, gpus=1, queue_name=q)
+
+    def split() -> tuple[int, int]:
+        b = bound(core, namespace)
+        return sum(1 for n in jobs[q1] if n in b), sum(1 for n in jobs[q3] if n in b)
+
+    def converged() -> tuple[int, int] | None:
+        one, three = split()
+        return (one, three) if one + three == 16 and abs(three / max(one, 1) - 3) <= 0.3 else None
+
+    one, three = wait_for("GPU allocation 1:3", converged, timeout=90, interval=0.5)
+    assert (one, three) == (4, 12)
+
+    capped = f"capped{suffix}"
+    queue(api, capped, weight=100, capability={"nvidia.com/gpu": "2"})
+    mine = []
+    for i in range(4):
+        mine += gang(core, api, namespace, f"{capped}-{i}", 1, gpus=1, queue_name=capped)
+    sampler = Sampler(lambda: bound_of(core, namespace, mine))
+    wait_for(
+        "capped queue at its capability", lambda: bound_of(core, namespace, mine) == 2, timeout=60
+    )
+    time.sleep(3)
+    assert max(sampler.close()) <= 2
+    waiting = [condition(api, namespace, f"{capped}-{i}", "Unschedulable") for i in range(4)]
+    assert sum(f'queue "{capped}" capability exceeded' in w for w in waiting) == 2, waiting
+
+
+def test_drf_smaller_dominant_share_goes_first(
+    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    create(core, pod("block", namespace, gpus=8, scheduler="default-scheduler"))
+    wait_for("blocker bound", lambda: len(bound(core, namespace)) == 1)
+    x = gang(core, api, namespace, "x", 6, gpus=2, min_member=2)
+    wait_for("x holds the free 8 GPUs", lambda: bound_of(core, namespace, x) == 4, timeout=60)
+    y = gang(core, api, namespace, "y", 3, gpus=2, min_member=1)
+    time.sleep(2)
+    assert bound_of(core, namespace, y) == 0
+    core.delete_namespaced_pod("block", namespace, grace_period_seconds=0)
+    # 8 GPUs free: y's minimum (2), then elastic members by dominant share:
+    # y (2/16) before x (8/16) until they are level
+    wait_for("y fully bound", lambda: bound_of(core, namespace, y) == 3, timeout=60)
+    time.sleep(2)
+    assert bound_of(core, namespace, x) == 5, "x should get only what is left after y"
+
+
+def test_priority_preemption_evicts_victim_gangs_whole(
+    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    priority_class(api, "e2e-batch-low", 10)
+    priority_class(api, "e2e-batch-high", 1000)
+    low = gang(core, api, namespace, "low", 4, gpus=4, priority_class="e2e-batch-low")
+    wait_for("low gang bound", lambda: bound_of(core, namespace, low) == 4, timeout=60)
+    high = gang(core, api, namespace, "high", 2, gpus=4, priority_class="e2e-batch-high")
+    wait_for("high gang bound", lambda: bound_of(core, namespace, high) == 2, timeout=90)
+    left = [p for p in core.list_namespaced_pod(namespace).items if p.metadata.name in low]
+    # evicting 2 of 4 would leave "low" below minMember 4: it must have gone whole
+    assert left == [] or all(p.metadata.deletion_timestamp for p in left)
+    evs = core.list_namespaced_event(namespace, field_selector="reason=Preempted").items
+    assert len({e.involved_object.name for e in evs}) == 4
+
+
+def test_reclaim_only_from_reclaimable_queues(
+    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    suffix = namespace.replace("-", "")
+    locked, owner = f"locked{suffix}", f"owner{suffix}"
+    queue(api, locked, weight=1, reclaimable=False)
+    queue(api, owner, weight=1)
+    hogs = gang(core, api, namespace, "hog-a", 1, gpus=8, queue_name=locked)
+    hogs += gang(core, api, namespace, "hog-b", 1, gpus=8, queue_name=locked)
+    wait_for(
+        "locked queue holds all GPUs", lambda: bound_of(core, namespace, hogs) == 2, timeout=60
+    )
+    mine = gang(core, api, namespace, "mine", 1, gpus=8, queue_name=owner)
+    wait_for("owner job says why", lambda: condition(api, namespace, "mine", "Unschedulable"))
+    time.sleep(4)
+    assert bound_of(core, namespace, hogs) == 2 and bound_of(core, namespace, mine) == 0
+    assert core.list_namespaced_event(namespace, field_selector="reason=Reclaimed").items == []
+
+    # the same with a reclaimable queue: the owner takes its deserved share back
+    for n in hogs:
+        core.delete_namespaced_pod(n, namespace, grace_period_seconds=0)
+    greedy = f"greedy{suffix}"
+    queue(api, greedy, weight=1, reclaimable=True)
+    wait_for("owner bound once free", lambda: bound_of(core, namespace, mine) == 1, timeout=60)
+    g = gang(core, api, namespace, "g-a", 1, gpus=8, queue_name=greedy)
+    wait_for("greedy fills the rest", lambda: bound_of(core, namespace, g) == 1, timeout=60)
+    core.delete_namespaced_pod("mine-0", namespace, grace_period_seconds=0)
+    g += gang(core, api, namespace, "g-b", 1, gpus=8, queue_name=greedy)
+    wait_for("greedy takes the idle share", lambda: bound_of(core, namespace, g) == 2, timeout=60)
+    again = gang(core, api, namespace, "mine2", 1, gpus=8, queue_name=owner)
+    wait_for("owner reclaims its share", lambda: bound_of(core, namespace, again) == 1, timeout=90)
+    evs = core.list_namespaced_event(namespace, field_selector="reason=Reclaimed").items
+    assert len(evs) == 1 and evs[0].involved_object.name in g
+
+
+def test_backfill_short_jobs_without_delaying_a_reserved_gang(
+    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    estimate = {"pyextender.io/running-estimate": "15s"}
+    running = gang(core, api, namespace, "running", 1, gpus=8, annotations=estimate)
+    wait_for("running job bound", lambda: bound_of(core, namespace, running) == 1, timeout=60)
+    started = time.monotonic()
+    big = gang(core, api, namespace, "big", 2, gpus=8, annotations={"sla-waiting-time": "1s"})
+    time.sleep(3)  # big waits past its SLA: both nodes are reserved for it
+    short = gang(
+        core,
+        api,
+        namespace,
+        "short",
+        1,
+        gpus=2,
+        annotations={"pyextender.io/running-estimate": "3s"},
+    )
+    unknown = gang(core, api, namespace, "unknown", 1, gpus=2)
+    wait_for("short job backfilled", lambda: bound_of(core, namespace, short) == 1, timeout=30)
+    time.sleep(2)
+    assert bound_of(core, namespace, unknown) == 0, "a job with no estimate took a reserved node"
+    assert "reserved for waiting gang" in condition(api, namespace, "unknown", "Unschedulable")
+    core.delete_namespaced_pod("short-0", namespace, grace_period_seconds=0)  # it finished
+    # the running job "ends" at its estimate; the gang then starts without delay
+    time.sleep(max(0.0, 15 - (time.monotonic() - started)))
+    core.delete_namespaced_pod("running-0", namespace, grace_period_seconds=0)
+    ended = time.monotonic()
+    wait_for("big gang bound", lambda: bound_of(core, namespace, big) == 2, timeout=60)
+    assert time.monotonic() - ended < 10
+    assert bound_of(core, namespace, unknown) == 0
+
+
+def test_sidecar_killed_mid_gang(
+    cluster: Cluster, core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    gang(core, api, namespace, "crash", 0, gpus=2, min_member=4)
+    names = [f"crash-{i}" for i in range(4)]
+    for i in range(3):
+        create_member(core, namespace, "crash", i, gpus=2)
+    # the 4th member can never be placed by kube-scheduler: three wait at the barrier
+    create_member(core, namespace, "crash", 3, gpus=2, node_selector={"nope": "true"})
+    sampler = Sampler(lambda: bound_of(core, namespace, names))
+    time.sleep(4)
+    cluster.stop_role("sidecar", signal.SIGKILL)
+    time.sleep(2)
+    assert bound_of(core, namespace, names) == 0
+    cluster.start_sidecar()
+    cluster.wait_sidecar_ready()
+    core.delete_namespaced_pod("crash-3", namespace, grace_period_seconds=0)
+    wait_for(
+        "member deleted",
+        lambda: (
+            "crash-3" not in {p.metadata.name for p in core.list_namespaced_pod(namespace).items}
+        ),
+    )
+    create_member(core, namespace, "crash", 3, gpus=2)
+    wait_for(
+        "whole gang bound after restart", lambda: bound_of(core, namespace, names) == 4, timeout=90
+    )
+    seen = sampler.close()
+    assert sampler.partial_runs(4) == 0, seen
+    assert all(v <= 8 for v in gpus_per_node(core).values())
+
+
+def test_invalid_config_and_crd_are_refused_with_the_reason(
+    state: object, api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    bad = tmp_path / "sched.yaml"
+    bad.write_text(
+        "actions: enqueue\ntiers:\n- plugins:\n  - name: binpak\n"
+        "  - name: binpack\n    arguments: {binpack.wieght: 2}\n"
+    )
+    kubeconfig = state.kubeconfig  # type: ignore[attr-defined]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyextender.cli",
+            "serve",
+            f"--kubeconfig={kubeconfig}",
+            f"--config={bad}",
+            "--port=0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
+    assert proc.returncode == 2
+    assert 'unknown plugin "binpak"' in proc.stderr and "binpack.wieght" in proc.stderr, proc.stderr
+    with pytest.raises(client.ApiException) as err:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "scheduling.volcano.sh",
+            "v1beta1",
+            namespace,
+            "podgroups",
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": "bad"},
+                "spec": {"minMember": "eight"},
+            },
+        )
+    assert err.value.status == 422 and "spec.minMember" in str(err.value.body)
