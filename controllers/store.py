@@ -23,6 +23,8 @@ Obj = dict[str, Any]
 Handler = Callable[[str, Obj | None, Obj | None], None]
 IndexFn = Callable[[Obj], Iterable[str]]
 
+MAX_TOMBSTONES = 10_000
+
 
 def meta(obj: Obj) -> dict[str, Any]:
     m = obj.get("metadata")
@@ -65,6 +67,9 @@ class Store:
         self._index_fns: dict[str, IndexFn] = {}
         self._indexes: dict[str, dict[str, set[str]]] = {}
         self.informer: Informer | None = None
+        self._deleted_uids: set[str] = set()
+        """UIDs we deleted and forgot whose DELETED event has not come yet: an update
+        still in flight for them must not bring them back."""
 
     # -- wiring -----------------------------------------------------------------
     def add_handler(self, handler: Handler) -> None:
@@ -129,6 +134,7 @@ class Store:
     def replace(self, items: list[Obj]) -> None:
         """A full (re-)list: objects missing from it were deleted meanwhile."""
         fresh = {key_of(o): o for o in items}
+        self._deleted_uids.clear()
         for key in [k for k in self.objects if k not in fresh]:
             self._notify(key, self._put(key, None), None)
         for key, obj in fresh.items():
@@ -138,9 +144,14 @@ class Store:
     def event(self, kind: str, obj: Obj) -> None:
         key = key_of(obj)
         current = self.objects.get(key)
+        uid = str(meta(obj).get("uid") or "")
+        if uid in self._deleted_uids:
+            if kind == "DELETED":
+                self._deleted_uids.discard(uid)
+            return
         if kind == "DELETED":
             if current is None:
-                return  # we already forgot it (our own delete)
+                return
             if meta(current).get("uid") != meta(obj).get("uid"):
                 return  # a new object of the same name already replaced it
             self._notify(key, self._put(key, None), None)
@@ -170,4 +181,7 @@ class Store:
         """Drop an object we deleted, and tell the handlers."""
         old = self._put(key, None)
         if old is not None:
+            if len(self._deleted_uids) >= MAX_TOMBSTONES:
+                self._deleted_uids.clear()  # a relist repairs anything this forgets
+            self._deleted_uids.add(str(meta(old).get("uid") or ""))
             self._notify(key, old, None)

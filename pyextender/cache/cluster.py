@@ -13,6 +13,7 @@ from typing import Any
 
 from pyextender.api.names import SCHEDULER_NAME
 from pyextender.api.objects import ObjectError, PodInfo, node_from_dict, pod_from_dict
+from pyextender.api.volcano.hypernode import HyperNode, resolve_nodes
 from pyextender.cache.batch import GroupView, QueueView, group_from_dict, queue_from_dict
 from pyextender.cache.state import ClusterState
 
@@ -38,6 +39,9 @@ class ClusterCache:
         self.members: dict[str, set[str]] = {}
         """PodGroup key -> uids of its live (non-terminated) pods."""
         self.queues: dict[str, QueueView] = {}
+        self.hypernodes: dict[str, HyperNode] = {}
+        self.topology_dirty = False
+        """HyperNodes or nodes changed: node tiers need recomputing (refresh_topology)."""
         self.synced_groups = True  # set False by the sidecar when it watches CRDs
         self.synced_queues = True
         self.version = 0
@@ -53,6 +57,7 @@ class ClusterCache:
         self.version += 1
         if kind == "DELETED":
             self.groups.pop(group.key, None)
+            self.state.gang_plans.pop(group.key, None)
         else:
             self.groups[group.key] = group
 
@@ -75,6 +80,43 @@ class ClusterCache:
         self.synced_queues = True
         self.version += 1
 
+    # -- hypernodes -------------------------------------------------------------
+    def hypernode_event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if kind == "DELETED":
+            self.hypernodes.pop(name, None)
+        else:
+            try:
+                self.hypernodes[name] = HyperNode.from_dict(obj)
+            except ValueError as exc:
+                log.warning("ignoring HyperNode %s: %s", name, exc)
+                return
+        self.topology_dirty = True
+
+    def replace_hypernodes(self, items: Iterable[Mapping[str, Any]]) -> None:
+        self.hypernodes = {}
+        for obj in items:
+            self.hypernode_event("ADDED", obj)
+        self.topology_dirty = True
+
+    def refresh_topology(self) -> None:
+        """Each node's HyperNode per tier (tier 1 first) -> the GPU state's supernodes."""
+        if not self.topology_dirty:
+            return
+        self.topology_dirty = False
+        if not self.hypernodes:
+            return
+        labels = {n.name: n.labels for n in self.state.nodes if n is not None}
+        by_tier: dict[str, dict[int, str]] = {}
+        for hn in sorted(self.hypernodes.values(), key=lambda h: h.metadata.name):
+            tier = int(hn.spec.tier or 0)
+            for node in resolve_nodes(hn, labels, self.hypernodes):
+                by_tier.setdefault(node, {}).setdefault(tier, hn.metadata.name)
+        for name, row in self.state.index.items():
+            tiers = by_tier.get(name, {})
+            self.state.gpu.set_tiers(row, [tiers[t] for t in sorted(tiers)])
+        self.version += 1
+
     def group_of(self, pod: PodInfo) -> str:
         """PodGroup key of a pod, or "" when it belongs to none."""
         name = pod.group_name
@@ -94,6 +136,8 @@ class ClusterCache:
         if kind == "DELETED":
             self.state.remove_node(node.name)
             return
+        if node.name not in self.state.index:
+            self.topology_dirty = True
         warnings = self.state.set_node(node)
         for w in warnings:
             log.warning("node %s: %s", node.name, w)

@@ -50,6 +50,9 @@ class ClusterState:
         self.pods: dict[str, PodRecord] = {}
         self.gpu = GpuState(cap)
         self.reservations = Reservations()
+        self.gang_plans: dict[str, object] = {}
+        """PodGroup key -> placement plan made at admission (e.g. supernodes), read by
+        filters on every replica."""
         self.generation = 0  # bumped on every change; lets callers cache derived data
         self.node_generation = 0  # bumped when rows are added, removed or renamed
         self._rows_cache: tuple[int, list[str], tuple[IntArray, list[str], list[str]]] | None = None

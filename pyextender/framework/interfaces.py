@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyextender.api.objects import PodInfo
+from pyextender.cache.batch import GroupView
 from pyextender.cache.state import ClusterState
 
 IntArray = npt.NDArray[np.int64]
@@ -33,6 +34,8 @@ class PodContext:
     state: ClusterState
     request: IntArray
     scratch: dict[str, object] = field(default_factory=dict)
+    group: GroupView | None = None
+    """The pod's PodGroup, when it has one the cache knows."""
 
 
 @dataclass(slots=True)

@@ -9,10 +9,14 @@ share is not yet filled, and score prefers them. A plan that cannot be met
 (hard tier limit, or an atomic sub-unit that fits no supernode) fails every
 node with the reason, so the gang stays pending and says why.
 
-Gang size comes from ``pyextender.io/gang-size`` (set from the PodGroup's
-minMember); the tier limit from ``pyextender.io/highest-tier-allowed`` with
-``pyextender.io/network-topology-mode`` hard|soft (Volcano's
-``networkTopology``), else from the plugin args.
+Gang size is the PodGroup's minMember (else ``pyextender.io/gang-size``);
+the tier limit is the PodGroup's Volcano ``networkTopology`` (mode hard|soft,
+highestTierAllowed), else ``pyextender.io/highest-tier-allowed`` with
+``pyextender.io/network-topology-mode``, else the plugin args.
+
+The plan is made when the gang is admitted (enqueue asks ``job_enqueueable``;
+a hard limit that cannot be met keeps the PodGroup Pending with the reason)
+and kept in the cluster state, where the filter of every replica finds it.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from pyextender.api import names
 from pyextender.api.objects import PodInfo
 from pyextender.framework.interfaces import FilterResult, FloatArray, IntArray, PodContext
 from pyextender.framework.registry import PluginSpec
-from pyextender.framework.status import Code
+from pyextender.framework.session import Job, Session, unschedulable
+from pyextender.framework.status import SUCCESS, Code, Status
 from pyextender.kernels.supernode import GangShape, SupernodePlan, plan_supernodes
 from pyextender.plugins.gpu_rows import demand_of
 
@@ -64,9 +69,11 @@ class Supernode:
 
     def __init__(self, args: Args) -> None:
         self.args = args
-        self.plans: dict[str, _Plan] = {}
 
-    def _tier_limit(self, pod: PodInfo) -> tuple[int, bool]:
+    def _tier_limit(self, ctx: PodContext) -> tuple[int, bool]:
+        group, pod = ctx.group, ctx.pod
+        if group is not None and group.topology_highest_tier > 0:
+            return group.topology_highest_tier, group.topology_mode != "soft"
         tier = _first_int(pod, (TIER_ANNOTATION,)) or self.args.highest_tier_allowed
         mode = pod.annotations.get(MODE_ANNOTATION, "")
         hard = mode == "hard" if mode in ("hard", "soft") else self.args.hard
@@ -75,19 +82,38 @@ class Supernode:
     def _active(self, ctx: PodContext) -> bool:
         pod = ctx.pod
         return demand_of(ctx).whole and bool(
-            _first_int(pod, names.GPU_GROUP_SIZE_ANNOTATIONS) or self._tier_limit(pod)[0]
+            _first_int(pod, names.GPU_GROUP_SIZE_ANNOTATIONS) or self._tier_limit(ctx)[0]
         )
+
+    def _gang_size(self, ctx: PodContext) -> int:
+        if ctx.group is not None:
+            return max(ctx.group.min_member, 1)
+        return max(_first_int(ctx.pod, (names.GANG_SIZE_ANNOTATION,)), 1)
+
+    def job_enqueueable(self, ssn: Session, job: Job, request: IntArray) -> Status:
+        """Plan the gang's supernodes at admission; refuse when it cannot be met."""
+        if job.group is None or not job.tasks:
+            return SUCCESS
+        task = job.tasks[0]
+        ctx = PodContext(pod=task.pod, state=ssn.state, request=task.request, group=job.group)
+        if not self._active(ctx):
+            return SUCCESS
+        ssn.state.gang_plans.pop(job.key, None)  # replan with the capacity of now
+        made = self._plan(ctx)
+        if made.plan.feasible:
+            return SUCCESS
+        return unschedulable(self.name, made.reason)
 
     def _plan(self, ctx: PodContext) -> _Plan:
         pod = ctx.pod
         key = f"{pod.namespace}/{pod.group_name or pod.name}"
-        cached = self.plans.get(key)
-        if cached is not None:
+        cached = ctx.state.gang_plans.get(key)
+        if isinstance(cached, _Plan):
             return cached
         gpu = ctx.state.gpu
         k = demand_of(ctx).count
         shape = GangShape.from_gpus(
-            pods=max(_first_int(pod, (names.GANG_SIZE_ANNOTATION,)), 1),
+            pods=self._gang_size(ctx),
             gpus_per_pod=k,
             group_gpus=_first_int(pod, names.GPU_GROUP_SIZE_ANNOTATIONS),
             atomic_gpus=_first_int(pod, names.ATOMIC_GPU_GROUP_SIZE_ANNOTATIONS),
@@ -96,7 +122,7 @@ class Supernode:
         sn, s_count = effective_supernodes(ctx, rows)
         slots = (gpu.free_milli[rows] >= 1000).sum(axis=1) // max(k, 1)
         slots = np.where(ctx.state.schedulable[rows] & gpu.usable[rows], slots, 0)
-        tier, hard = self._tier_limit(pod)
+        tier, hard = self._tier_limit(ctx)
         everywhere = np.zeros(rows.shape[0], dtype=np.int32)
         plan = plan_supernodes(sn, slots, everywhere, s_count, 1, shape)
         reason = ""
@@ -116,7 +142,7 @@ class Supernode:
                 f"({shape.pods} pods, {shape.unit} per unit)"
             )
         made = _Plan(plan, shape, reason)
-        self.plans[key] = made
+        ctx.state.gang_plans[key] = made
         return made
 
     def _open_rows(self, ctx: PodContext, rows: IntArray, made: _Plan) -> np.ndarray:
@@ -162,10 +188,6 @@ class Supernode:
             return np.zeros(rows.shape[0])
         result: FloatArray = np.where(self._open_rows(ctx, rows, made), 100.0, 0.0)
         return result
-
-    def forget(self, group_key: str) -> None:
-        """Drop a gang's plan (all members bound, or the gang was deleted)."""
-        self.plans.pop(group_key, None)
 
 
 def effective_supernodes(ctx: PodContext, rows: IntArray) -> tuple[np.ndarray, int]:

@@ -26,11 +26,13 @@ from pyextender.server.profile import build_profile
 from pyextender.server.sched_config import load, plugins_of
 from pyextender.server.scheduler_loop import SchedulerLoop
 from pyextender.server.verbs import Extender
+from pyextender.server.warmup import warm_up
 
 log = logging.getLogger(__name__)
 
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
+HYPERNODES = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +85,10 @@ async def _freeze_after_sync(cache: ClusterCache) -> None:
     )
 
 
-async def _refresh_gauges(cache: ClusterCache, metrics: Metrics) -> None:
+async def _housekeeping(cache: ClusterCache, metrics: Metrics) -> None:
+    """Once a second: HyperNode tiers (when changed) and the cache gauges."""
     while True:
+        cache.refresh_topology()
         metrics.cache_nodes.set(len(cache.state.index))
         metrics.cache_pods.set(len(cache.state.pods))
         metrics.cache_pending_pods.set(len(cache.pending))
@@ -119,6 +123,13 @@ async def serve(opts: ServeOptions) -> int:
             loop,
             cache.replace_queues,
             cache.queue_event,
+        ),
+        Informer(
+            "hypernodes",
+            functools.partial(custom.list_cluster_custom_object, *HYPERNODES),
+            loop,
+            cache.replace_hypernodes,
+            cache.hypernode_event,
         ),
     ]
     for inf in informers:
@@ -158,6 +169,10 @@ async def serve(opts: ServeOptions) -> int:
         watcher_task = asyncio.create_task(watcher.run())
 
     def ready() -> tuple[bool, str]:
+        if not kernels.done():
+            return False, "compiling the numba kernels"
+        if kernels.exception() is not None:
+            return False, f"numba kernel warm-up failed: {kernels.exception()}"
         if cache.synced:
             return True, "ok"
         return False, (
@@ -167,7 +182,8 @@ async def serve(opts: ServeOptions) -> int:
         )
 
     app = ExtenderApp(extender, ready, opts.max_body_bytes)
-    gauges = asyncio.create_task(_refresh_gauges(cache, metrics))
+    gauges = asyncio.create_task(_housekeeping(cache, metrics))
+    kernels: asyncio.Task[float] = asyncio.create_task(asyncio.to_thread(warm_up, profile))
     tune_gc()
     freezer = asyncio.create_task(_freeze_after_sync(cache))
     config = uvicorn.Config(

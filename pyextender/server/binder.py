@@ -18,6 +18,8 @@ class Binder(Protocol):
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
+    def annotate(self, namespace: str, name: str, key: str, value: str) -> None: ...
+
 
 class ApiBinder:
     """POST pods/binding, as kube-scheduler's DefaultBinder does."""
@@ -43,6 +45,17 @@ class ApiBinder:
             if exc.status == 409:
                 raise BindConflict(str(exc.reason)) from exc
             raise
+
+    def annotate(self, namespace: str, name: str, key: str, value: str) -> None:
+        """Set one annotation on a pod (merge patch)."""
+        patch: Any = self.core.patch_namespaced_pod
+        patch(
+            name,
+            namespace,
+            {"metadata": {"annotations": {key: value}}},
+            _content_type="application/merge-patch+json",
+            _preload_content=False,
+        )
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The pod as JSON, or None when it does not exist."""

@@ -33,6 +33,17 @@ tiers:
       nodeorder.weight: 1
       leastrequested.weight: 0
       balancedresource.weight: 1
+  # GPU placement: fewest NVLink domains and least fragmentation (FGD), gangs
+  # packed into supernodes
+  - name: gpu-share
+    arguments:
+      weight: 4
+  - name: gpu-topology
+    arguments:
+      weight: 4
+  - name: supernode
+    arguments:
+      weight: 10
 """
 
 

@@ -13,6 +13,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -31,12 +32,14 @@ from pyextender.api.extender import (
     MetaPod,
     MetaVictims,
 )
+from pyextender.api.names import GPU_INDEX_ANNOTATION
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.interfaces import MAX_NODE_SCORE, PodContext
 from pyextender.framework.runtime import Profile
 from pyextender.framework.session import Session
 from pyextender.framework.status import Code
+from pyextender.plugins.gpu_share import choose_gpus
 from pyextender.server.barrier import GangBarrier
 from pyextender.server.binder import BindConflict, Binder
 from pyextender.server.metrics import Metrics
@@ -121,7 +124,8 @@ class Extender:
 
     def _context(self, pod: PodInfo) -> PodContext:
         state = self.cache.state
-        return PodContext(pod=pod, state=state, request=state.vector(pod.requests))
+        group = self.cache.groups.get(self.cache.group_of(pod)) if pod.group_name else None
+        return PodContext(pod=pod, state=state, request=state.vector(pod.requests), group=group)
 
     # -- verbs -----------------------------------------------------------------
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
@@ -239,6 +243,7 @@ class Extender:
                 key, args.Node, "conflict", f"pod {key} is already bound to {pod.node_name}"
             )
         held = self.cache.state.pods.get(pod.uid)
+        gpus = ""
         if held is None or held.node != row:
             # Final guard: the node must still fit, counting binds in flight.
             outcome = self.profile.filter(self._context(pod), np.asarray([row], dtype=np.int64))
@@ -249,6 +254,9 @@ class Extender:
                     "no_fit",
                     f"pod {key} no longer fits node {args.Node}: {outcome.reason(0)}",
                 )
+            gpus = self._choose_gpus(pod, row)
+            if gpus:
+                pod = replace(pod, annotations={**pod.annotations, GPU_INDEX_ANNOTATION: gpus})
             self.cache.assume(pod, args.Node)
         if self.barrier is not None:
             why = await self.barrier.wait(pod)
@@ -257,6 +265,13 @@ class Extender:
                 self.metrics.barrier_timeouts.inc()
                 return self._bound(key, args.Node, "gang_timeout", why)
         uid = args.PodUID or pod.uid
+        if gpus:
+            try:
+                await asyncio.to_thread(
+                    self.binder.annotate, pod.namespace, pod.name, GPU_INDEX_ANNOTATION, gpus
+                )
+            except Exception as exc:  # the binding matters more; the device plugin decides
+                log.warning("recording GPUs %s on %s: %s", gpus, key, exc)
         try:
             await asyncio.to_thread(
                 self.binder.bind, args.PodNamespace, args.PodName, uid, args.Node
@@ -274,6 +289,12 @@ class Extender:
             return self._bound(key, args.Node, "error", f"binding {key} to {args.Node}: {exc}")
         log.info("bound %s to %s", key, args.Node)
         return self._bound(key, args.Node, "bound", "")
+
+    def _choose_gpus(self, pod: PodInfo, row: int) -> str:
+        """GPU indices for the pod on ``row`` ("0,1,2,3"), or "" when it asks for none."""
+        ctx = self._context(pod)
+        chosen = choose_gpus(ctx, row)
+        return ",".join(str(g) for g in chosen)
 
     def _bound(self, key: str, node: str, result: str, error: str) -> ExtenderBindingResult:
         """Count and log a bind outcome; "" error means success."""

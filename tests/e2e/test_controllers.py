@@ -62,9 +62,12 @@ def job_body(
     name: str,
     replicas: int = 3,
     policies: list[dict[str, Any]] | None = None,
+    runnable: bool = True,
     **spec: Any,
 ) -> dict[str, Any]:
-    template = {
+    """A one-task Job; ``runnable=False`` pods fit no node, so they stay Pending even
+    when the sidecar admits them (kwok would otherwise finish Job pods at once)."""
+    template: dict[str, Any] = {
         "spec": {
             "terminationGracePeriodSeconds": 0,
             "containers": [
@@ -72,6 +75,8 @@ def job_body(
             ],
         }
     }
+    if not runnable:
+        template["spec"]["nodeSelector"] = {"pyextender.io/e2e-no-such-node": "true"}
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
@@ -175,7 +180,7 @@ def test_default_queues_exist(co: client.CustomObjectsApi, controllers: str) -> 
 def test_vcjob_creates_podgroup_and_gated_pods(
     co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
 ) -> None:
-    job = create_job(co, ns, job_body("train"))
+    job = create_job(co, ns, job_body("train", runnable=False))
     pg_name = f"train-{job['metadata']['uid']}"
     pg = wait_for("the job's PodGroup", lambda: get_pg(co, ns, pg_name))
     assert pg["spec"]["minMember"] == 3
@@ -315,7 +320,9 @@ def test_pod_failed_policy_restarts_the_job(
     co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
 ) -> None:
     job = create_job(
-        co, ns, job_body("rs", policies=[{"event": "PodFailed", "action": "RestartJob"}])
+        co,
+        ns,
+        job_body("rs", policies=[{"event": "PodFailed", "action": "RestartJob"}], runnable=False),
     )
     old_pg = f"rs-{job['metadata']['uid']}"
     wait_for("3 pods", lambda: len(live_pods(core, ns)) == 3)
@@ -334,7 +341,17 @@ def test_pod_failed_policy_restarts_the_job(
             and p
         ),
     )
-    assert gated_unless_admitted(co, ns, pods), "the new run's pods must wait for admission"
+    assert gated_unless_admitted(co, ns, pods), str(
+        [
+            (
+                p.metadata.name,
+                p.spec.scheduling_gates,
+                p.metadata.annotations[names.VOLCANO_JOB_VERSION],
+                [(m.manager, m.operation, m.subresource) for m in p.metadata.managed_fields],
+            )
+            for p in pods
+        ]
+    ) + str((get_pg(co, ns, old_pg) or {}).get("status"))
     status = (get_job(co, ns, "rs") or {})["status"]
     assert status["retryCount"] == 1
     assert status["version"] == 1
@@ -346,7 +363,7 @@ def test_pod_failed_policy_restarts_the_job(
 def test_abort_command_aborts_the_job(
     co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
 ) -> None:
-    create_job(co, ns, job_body("ab"))
+    create_job(co, ns, job_body("ab", runnable=False))
     wait_for("3 pods", lambda: len(live_pods(core, ns)) == 3)
     name = command(co, ns, "AbortJob", "Job", "ab")
     wait_for("job Aborted", lambda: job_phases(co, ns, "ab")[-1:] == ["Aborted"])
@@ -398,14 +415,14 @@ def test_leader_election_only_one_acts(
         wait_ready(cluster, standby, "controllers-b", leader=False, timeout=60)
         time.sleep(2)
         assert is_leader(controllers) and not is_leader(standby)
-        create_job(co, ns, job_body("le1", replicas=2))
+        create_job(co, ns, job_body("le1", replicas=2, runnable=False))
         wait_for("pods", lambda: len(live_pods(core, ns)) == 2)
         writes = [k for k in metrics(standby) if k.startswith("pyextender_controllers_writes")]
         assert writes == [], f"the standby wrote: {writes}"
         # the leader steps down cleanly (releases the Lease): the standby takes over
         cluster.stop_role(ROLE)
         wait_for("standby became leader", lambda: is_leader(standby), timeout=30)
-        create_job(co, ns, job_body("le2", replicas=2))
+        create_job(co, ns, job_body("le2", replicas=2, runnable=False))
         wait_for("the new leader acts", lambda: len(live_pods(core, ns)) == 4)
     finally:
         cluster.stop_role("controllers-b")

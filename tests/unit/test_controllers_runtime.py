@@ -72,6 +72,17 @@ def test_store_ignores_stale_versions_and_echoes() -> None:
     assert s.get("ns/a") is None and s.by_index("color", "blue") == []
 
 
+def test_store_does_not_resurrect_what_we_deleted() -> None:
+    s = Store("things")
+    s.replace([obj("a", 1)])
+    s.forget("ns/a")  # we deleted it
+    s.event("MODIFIED", obj("a", 2))  # an update that was already in flight
+    assert s.get("ns/a") is None
+    s.event("DELETED", obj("a", 3))
+    s.event("ADDED", obj("a", 4, uid="new"))  # a new object of the same name is welcome
+    assert s.get("ns/a") is not None
+
+
 def test_store_relist_reports_missed_deletions() -> None:
     gone: list[str] = []
     s = Store("things")

@@ -24,6 +24,7 @@ class FakeBinder:
         self.bound: dict[str, str] = {}
         self.pods: dict[str, dict[str, Any]] = {}
         self.fail: Exception | None = None
+        self.annotations: dict[str, dict[str, str]] = {}
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         if self.fail is not None:
@@ -32,6 +33,9 @@ class FakeBinder:
         if key in self.bound:
             raise BindConflict("already bound")
         self.bound[key] = node
+
+    def annotate(self, namespace: str, name: str, key: str, value: str) -> None:
+        self.annotations.setdefault(f"{namespace}/{name}", {})[key] = value
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         key = f"{namespace}/{name}"

@@ -124,6 +124,7 @@ def test_hard_tier_limit_that_cannot_be_met_keeps_the_gang_pending() -> None:
     out = plugin.filter(ctx, state.live_rows())
     assert (out.codes == Code.UNSCHEDULABLE).all()
     assert "within one tier-1 domain" in out.reasons[1]
+    state.gang_plans.clear()  # plans are per gang and kept in the state; this is a new gang
     soft = supernode.Supernode(supernode.Args())
     ann_soft = {supernode.TIER_ANNOTATION: "1", supernode.MODE_ANNOTATION: "soft"}
     ok = soft.filter(_ctx(state, _gang_pod("h", 3, 8, ann_soft)), state.live_rows())
