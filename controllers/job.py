@@ -330,7 +330,9 @@ class JobController(Controller):
             "metadata": {"resourceVersion": meta(raw).get("resourceVersion")},
             "status": job_status.replace_with_nulls(old, status),
         }
-        updated = await call(self.ctx.kube.patch, JOBS, ns, name, body, True)
+        updated = await ignore_missing(call(self.ctx.kube.patch, JOBS, ns, name, body, True))
+        if updated is None:
+            return  # the job was deleted meanwhile
         self.ctx.jobs.remember(updated)
         self.wrote("job-status")
 

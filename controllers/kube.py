@@ -16,6 +16,8 @@ import msgspec
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from pyextender.api.client import body_of
+
 MERGE_PATCH = "application/merge-patch+json"
 
 _decode = msgspec.json.Decoder().decode
@@ -51,7 +53,7 @@ def conflict(exc: BaseException) -> bool:
 
 
 def _json(resp: Any) -> dict[str, Any]:
-    data = resp.data
+    data = body_of(resp)
     if not data:
         return {}
     out = _decode(data)
@@ -153,17 +155,19 @@ class Kube:
             "ConfigMap": self.core.create_namespaced_config_map,
         }[kind]
         try:
-            fn(namespace, body, _preload_content=False)
+            body_of(fn(namespace, body, _preload_content=False))
         except ApiException as exc:
             if exc.status != 409:
                 raise
 
     def create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        self.core.create_namespaced_event(namespace, body, _preload_content=False)
+        body_of(self.core.create_namespaced_event(namespace, body, _preload_content=False))
 
     def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        self.core.patch_namespaced_event(
-            name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False
+        body_of(
+            self.core.patch_namespaced_event(
+                name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False
+            )
         )
 
     # -- leases ---------------------------------------------------------------

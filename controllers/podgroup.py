@@ -16,7 +16,7 @@ from typing import Any
 from controllers import podgroup_status
 from controllers import pods as P
 from controllers.kube import PODGROUPS
-from controllers.runtime import Context, Controller, call, ignore_exists
+from controllers.runtime import Context, Controller, call, ignore_exists, ignore_missing
 from controllers.store import Obj, key_of, meta, split_key
 from pyextender.api import names
 from pyextender.api.resources import format_amount
@@ -163,7 +163,9 @@ class PodGroupController(Controller):
             # the sidecar writes phase and conditions too: only on top of what we read
             body["metadata"] = {"resourceVersion": meta(pg).get("resourceVersion")}
         ns, name = split_key(key)
-        updated = await call(ctx.kube.patch, PODGROUPS, ns, name, body, True)
+        updated = await ignore_missing(call(ctx.kube.patch, PODGROUPS, ns, name, body, True))
+        if updated is None:
+            return  # deleted meanwhile (a finished or restarted job drops its PodGroup)
         ctx.podgroups.remember(updated)
         self.wrote("podgroup-status")
         if "phase" in patch:
@@ -189,6 +191,8 @@ class PodGroupController(Controller):
                     f"{names.GROUP_NAME_ANNOTATION} annotation: created PodGroup {pg_name}",
                 )
         patch = {"metadata": {"annotations": {names.GROUP_NAME_ANNOTATION: pg_name}}}
-        updated = await call(ctx.kube.patch_pod, ns, meta(pod).get("name"), patch)
+        updated = await ignore_missing(call(ctx.kube.patch_pod, ns, meta(pod).get("name"), patch))
+        if updated is None:
+            return
         ctx.pods.remember(updated)
         self.wrote("pod-annotation")

@@ -26,6 +26,7 @@ from typing import Any
 
 from devcluster import build, config, pki
 from devcluster.nodes import NodeShape, node_manifest, supernode_of
+from pyextender.api.client import body_of
 
 ROOT_ENV = "PYEXTENDER_DEVCLUSTER_DIR"
 CRD_DIR = Path(__file__).resolve().parent.parent / "manifests" / "crds"
@@ -276,7 +277,7 @@ class Cluster:
         names = []
         for f in files:
             doc = yaml.safe_load(f.read_text())
-            ext.create_custom_resource_definition(doc, _preload_content=False)
+            body_of(ext.create_custom_resource_definition(doc, _preload_content=False))
             names.append(doc["metadata"]["name"])
         self._say(f"installed {len(names)} CRDs")
         deadline = time.monotonic() + timeout
@@ -299,7 +300,7 @@ class Cluster:
         core = k8s.CoreV1Api(self._client(st))
         for i in range(nodes):
             body = node_manifest(f"kwok-node-{i}", shape, supernode_of(i, nodes, supernodes))
-            core.create_node(body, _preload_content=False)
+            body_of(core.create_node(body, _preload_content=False))
             if nodes >= 100 and (i + 1) % 100 == 0:
                 self._say(f"  {i + 1}/{nodes} nodes")
 

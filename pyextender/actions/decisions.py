@@ -27,6 +27,9 @@ class Decisions:
     job order."""
     unschedulable: dict[str, str] = field(default_factory=dict)
     """job key -> why it was not admitted (PodGroup condition + event)."""
+    assembling: set[str] = field(default_factory=set)
+    """Jobs whose pods are still arriving (created moments ago): their
+    "N/M tasks exist" is normal, so it is not written on the PodGroup."""
     starving: list[Job] = field(default_factory=list)
     """Jobs that passed the queue checks but did not fit: preempt/reclaim/reserve targets."""
     evictions: list[Eviction] = field(default_factory=list)

@@ -27,6 +27,10 @@ from pyextender.framework.placement import place
 from pyextender.framework.session import IntArray, Job, Session, Task
 from pyextender.framework.status import Code
 
+ASSEMBLY_GRACE_S = 5.0
+"""Seconds after a PodGroup's creation during which missing pods are expected
+(its controller is still creating them) and not reported."""
+
 
 def admitted(job: Job) -> bool:
     return job.group is None or job.phase not in ("Pending", "")
@@ -86,6 +90,8 @@ def enqueue(ssn: Session, decisions: Decisions, backfill: bool = True) -> None:
         missing = max(job.min_member - job.bound_count, 0)
         if status.code == Code.UNRESOLVABLE:  # eviction cannot help: say so, move on
             decisions.unschedulable[job.key] = gang_message(job, missing, status.message())
+            if len(job.tasks) < job.min_member and ssn.now - job.created < ASSEMBLY_GRACE_S:
+                decisions.assembling.add(job.key)
             continue
         allowed = _allowed(ssn, job, request, backfill)
         requests = [t.request for t in tasks]

@@ -19,7 +19,7 @@ class ClientConfigError(RuntimeError):
     """No usable Kubernetes configuration was found."""
 
 
-def api_client(kubeconfig: str | None = None, qps_pool: int = 8) -> client.ApiClient:
+def api_client(kubeconfig: str | None = None, qps_pool: int = 32) -> client.ApiClient:
     """An ApiClient for the first configuration source that exists."""
     cfg = client.Configuration()
     # the config loaders carry no type hints
@@ -41,3 +41,17 @@ def api_client(kubeconfig: str | None = None, qps_pool: int = 8) -> client.ApiCl
         load_kube_config(config_file=path, client_configuration=cfg)
     cfg.connection_pool_maxsize = qps_pool
     return client.ApiClient(cfg)
+
+
+def body_of(resp: Any) -> bytes:
+    """Read a raw (``_preload_content=False``) response and give its connection back.
+
+    Without the explicit release urllib3 keeps the connection checked out, and
+    the next request opens a new TLS connection: at a few hundred writes a
+    second that handshake was a third of the sidecar's CPU.
+    """
+    try:
+        data: bytes = resp.data
+    finally:
+        resp.release_conn()
+    return data

@@ -206,6 +206,7 @@ class Session:
         self.jobs = jobs
         self.queues = queues
         self.tiers = [list(t) for t in tiers]
+        self._hook_cache: dict[tuple[type, str], list[list[object]]] = {}
         self.now = now
         self.options = options or {}
         """plugin name -> Volcano enable switches (enableJobOrder, ...); absent = on."""
@@ -224,6 +225,14 @@ class Session:
 
     # -- tier evaluation -----------------------------------------------------------
     def _plugins(self, kind: type, option: str) -> list[list[object]]:
+        """Per tier, the plugins that implement ``kind`` and have ``option`` on.
+
+        Cached: a Protocol isinstance check is slow, and orderings ask this
+        O(jobs x log jobs) times per cycle."""
+        key = (kind, option)
+        hit = self._hook_cache.get(key)
+        if hit is not None:
+            return hit
         out = []
         for tier in self.tiers:
             chosen = [
@@ -233,6 +242,7 @@ class Session:
                 and self.options.get(getattr(p, "name", ""), {}).get(option, True)
             ]
             out.append(chosen)
+        self._hook_cache[key] = out
         return out
 
     def open(self) -> None:

@@ -11,8 +11,11 @@ Blocking client calls run in threads, several at a time.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
 import uuid
+from collections.abc import Awaitable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,17 +23,21 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pyextender.actions.decisions import Decisions, Eviction
+from pyextender.api.client import body_of
 from pyextender.api.names import GANG_GATE
 from pyextender.api.objects import PodInfo
 from pyextender.cache.batch import GroupView
 from pyextender.framework.session import Job
 from pyextender.server.metrics import Metrics
+from pyextender.server.threads import API_THREADS
 
 log = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL = "scheduling.volcano.sh", "v1beta1", "podgroups"
 MERGE = "application/merge-patch+json"
 COMPONENT = "pyextender"
+CONDITION_INTERVAL_S = 5.0
+"""Shortest time between two Unschedulable condition writes for one PodGroup."""
 
 
 def _now() -> str:
@@ -38,34 +45,52 @@ def _now() -> str:
 
 
 class Actuator:
-    def __init__(self, api: client.ApiClient, metrics: Metrics, parallel: int = 8) -> None:
+    def __init__(self, api: client.ApiClient, metrics: Metrics, parallel: int = 32) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.metrics = metrics
         self._limit = asyncio.Semaphore(parallel)
-        self.said: dict[str, str] = {}
-        """job key -> last Unschedulable message written (avoid repeating it)."""
+        self._background: set[asyncio.Task[None]] = set()
+        self.said: dict[str, tuple[str, float]] = {}
+        """job key -> (last Unschedulable message written, when): no repeats, and at
+        most one write per CONDITION_INTERVAL_S while a reason keeps changing."""
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         async with self._limit:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            call = functools.partial(fn, *args, **kwargs)
+            return await asyncio.get_running_loop().run_in_executor(API_THREADS, call)
 
     async def apply(self, d: Decisions) -> None:
-        """Status first (so a crash leaves an Inqueue gang whose gates the next
-        leader lifts, never ungated pods of a Pending gang), then gates."""
-        await asyncio.gather(*(self._admit(job) for job in d.admit))
-        work = [self._lift_pod(t.pod) for t in d.lift if GANG_GATE in t.pod.gates]
+        """A gang's status first, then its gates (so a crash leaves an Inqueue
+        gang whose gates the next leader lifts, never ungated pods of a Pending
+        gang); gangs proceed in parallel, each as soon as its own status lands."""
+        admitted = {job.key: asyncio.ensure_future(self._admit(job)) for job in d.admit}
+
+        async def lift(pod: PodInfo) -> None:
+            status = admitted.get(f"{pod.namespace}/{pod.group_name}")
+            if status is not None and not await status:
+                return  # the status write failed: the gang is not admitted
+            await self._lift_pod(pod)
+
+        work: list[Awaitable[object]] = [lift(t.pod) for t in d.lift if GANG_GATE in t.pod.gates]
+        work += admitted.values()
+        now = time.monotonic()
+        groups = {j.key: j.group for j in d.starving}
         for key, message in d.unschedulable.items():
-            if self.said.get(key) != message:
-                job_group = next((j.group for j in d.starving if j.key == key), None)
-                work.append(self._unschedulable(key, message, job_group))
+            if key in d.assembling:
+                continue  # its pods are still being created: nothing to explain yet
+            last, when = self.said.get(key, ("", -CONDITION_INTERVAL_S))
+            if message != last and now - when >= CONDITION_INTERVAL_S:
+                self.said[key] = (message, now)
+                # in the background: explaining must never hold up admitting
+                self._later(self._unschedulable(key, message, groups.get(key)))
         for ev in d.evictions:
             work.append(self._evict(ev))
         if work:
             await asyncio.gather(*work)
 
     # -- admission -------------------------------------------------------------
-    async def _admit(self, job: Job) -> None:
+    async def _admit(self, job: Job) -> bool:
         group = job.group
         assert group is not None
         conditions = [c for c in group.conditions if c.get("type") != "Unschedulable"]
@@ -83,13 +108,20 @@ class Actuator:
             )
         except ApiException as exc:
             log.warning("admitting %s: %s", job.key, exc.reason)
-            return
+            return False
         self.said.pop(job.key, None)
         self.metrics.admissions.labels(job.queue).inc()
         log.info("admitted %s (queue %s, minMember %d)", job.key, job.queue, job.min_member)
-        await self._event_group(
-            group, "Normal", "Enqueued", "all minMember tasks fit; gang admitted"
+        self._later(
+            self._event_group(group, "Normal", "Enqueued", "all minMember tasks fit; gang admitted")
         )
+        return True
+
+    def _later(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run without waiting (events): a slow event must not hold a gate."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _lift_pod(self, pod: PodInfo) -> None:
         i = pod.gates.index(GANG_GATE)
@@ -132,12 +164,12 @@ class Actuator:
         except ApiException as exc:
             if exc.status != 404:
                 log.warning("condition on %s: %s", key, exc.reason)
+            self.said.pop(key, None)  # not written: try again next cycle
             return
-        self.said[key] = message
         if group is not None:
-            await self._event_group(group, "Warning", "Unschedulable", message)
+            self._later(self._event_group(group, "Warning", "Unschedulable", message))
         else:
-            await self._event("PodGroup", ns, name, "", "Warning", "Unschedulable", message)
+            self._later(self._event("PodGroup", ns, name, "", "Warning", "Unschedulable", message))
 
     # -- evictions -------------------------------------------------------------
     async def _evict(self, ev: Eviction) -> None:
@@ -162,7 +194,9 @@ class Actuator:
         self.metrics.evictions.labels(ev.action, "evicted").inc()
         log.info("evicted %s: %s", pod.key, ev.reason)
         reason = "Preempted" if ev.action == "preempt" else "Reclaimed"
-        await self._event("Pod", pod.namespace, pod.name, pod.uid, "Normal", reason, ev.reason)
+        self._later(
+            self._event("Pod", pod.namespace, pod.name, pod.uid, "Normal", reason, ev.reason)
+        )
 
     # -- events ----------------------------------------------------------------
     async def _event_group(self, g: GroupView, kind: str, reason: str, message: str) -> None:
@@ -191,6 +225,9 @@ class Actuator:
             "count": 1,
         }
         try:
-            await self._call(self.core.create_namespaced_event, ns, body, _preload_content=False)
+            resp = await self._call(
+                self.core.create_namespaced_event, ns, body, _preload_content=False
+            )
+            body_of(resp)
         except ApiException as exc:
             log.debug("event on %s %s/%s: %s", what, ns, name, exc.reason)

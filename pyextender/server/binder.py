@@ -8,17 +8,19 @@ import msgspec
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from pyextender.api.client import body_of
+
 
 class BindConflict(Exception):
     """The API server refused the binding: the pod is bound already, or its UID changed."""
 
 
 class Binder(Protocol):
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+    def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: dict[str, str]
+    ) -> None: ...
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
-
-    def annotate(self, namespace: str, name: str, key: str, value: str) -> None: ...
 
 
 class ApiBinder:
@@ -27,10 +29,16 @@ class ApiBinder:
     def __init__(self, api: client.ApiClient) -> None:
         self.core = client.CoreV1Api(api)
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: dict[str, str]
+    ) -> None:
+        """``annotations`` ride on the Binding: the API server copies them onto the
+        pod in the same write (no second request per pod)."""
         meta: dict[str, Any] = {"name": name, "namespace": namespace}
         if uid:
             meta["uid"] = uid
+        if annotations:
+            meta["annotations"] = annotations
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -40,22 +48,11 @@ class ApiBinder:
         try:
             # _preload_content=False: the generated V1Binding model rejects the reply
             create: Any = self.core.create_namespaced_binding
-            create(namespace, body, _preload_content=False)
+            body_of(create(namespace, body, _preload_content=False))
         except ApiException as exc:
             if exc.status == 409:
                 raise BindConflict(str(exc.reason)) from exc
             raise
-
-    def annotate(self, namespace: str, name: str, key: str, value: str) -> None:
-        """Set one annotation on a pod (merge patch)."""
-        patch: Any = self.core.patch_namespaced_pod
-        patch(
-            name,
-            namespace,
-            {"metadata": {"annotations": {key: value}}},
-            _content_type="application/merge-patch+json",
-            _preload_content=False,
-        )
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The pod as JSON, or None when it does not exist."""
@@ -66,5 +63,5 @@ class ApiBinder:
             if exc.status == 404:
                 return None
             raise
-        doc: dict[str, Any] = msgspec.json.decode(resp.data)
+        doc: dict[str, Any] = msgspec.json.decode(body_of(resp))
         return doc

@@ -20,6 +20,8 @@ import msgspec
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from pyextender.api.client import body_of
+
 log = logging.getLogger(__name__)
 
 
@@ -73,7 +75,7 @@ class LeaderElector:
         read: Any = self.coord.read_namespaced_lease
         try:
             lease = msgspec.json.decode(
-                read(self.name, self.namespace, _preload_content=False).data
+                body_of(read(self.name, self.namespace, _preload_content=False))
             )
         except ApiException as exc:
             if exc.status != 404:
@@ -86,7 +88,7 @@ class LeaderElector:
             }
             try:
                 create: Any = self.coord.create_namespaced_lease
-                create(self.namespace, body, _preload_content=False)
+                body_of(create(self.namespace, body, _preload_content=False))
                 return True
             except ApiException as exc2:
                 if exc2.status == 409:
@@ -107,7 +109,7 @@ class LeaderElector:
             lease["spec"] = self._spec(transitions, spec.get("acquireTime"))
         try:
             replace: Any = self.coord.replace_namespaced_lease
-            replace(self.name, self.namespace, lease, _preload_content=False)
+            body_of(replace(self.name, self.namespace, lease, _preload_content=False))
             return True
         except ApiException as exc:
             if exc.status == 409:  # someone else wrote first
@@ -139,12 +141,14 @@ class LeaderElector:
             return
         try:
             patch: Any = self.coord.patch_namespaced_lease
-            patch(
+            resp = patch(
                 self.name,
                 self.namespace,
                 {"spec": {"holderIdentity": None, "renewTime": None}},
+                _content_type="application/merge-patch+json",
                 _preload_content=False,
             )
+            body_of(resp)
         except Exception as exc:
             log.warning("releasing lease: %s", exc)
         self.leader = False

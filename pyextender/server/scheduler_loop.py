@@ -48,9 +48,13 @@ class SchedulerLoop:
         self._tiers: list[list[object]] = []
         self._options: dict[str, dict[str, bool]] = {}
         self.admitted: dict[str, float] = {}
-        """job key -> when we moved it to Inqueue."""
+        """PodGroup uid -> when we moved it to Inqueue (by uid: a PodGroup deleted and
+        created again under the same name starts afresh)."""
         self.evicted: dict[str, float] = {}
         """pod uid -> when we evicted it."""
+        self.lifted: dict[str, float] = {}
+        """pod uid -> when we asked for its gate to come off."""
+        self._writes: set[asyncio.Task[None]] = set()
         self.ready_seen: set[str] = set()
         self.cycles = 0
 
@@ -68,7 +72,11 @@ class SchedulerLoop:
         """A session over the current cache (also used by the preempt verb)."""
         now = time.time() if now is None else now
         tiers, options = self._plugins()
-        phases = {k: "Inqueue" for k, t in self.admitted.items() if now - t < REMEMBER_S}
+        phases = {
+            key: "Inqueue"
+            for key, g in self.cache.groups.items()
+            if now - self.admitted.get(g.uid, -REMEMBER_S) < REMEMBER_S
+        }
         evicting = {u for u, t in self.evicted.items() if now - t < REMEMBER_S}
         return build_session(self.cache, tiers, now, options, phases, evicting)
 
@@ -101,19 +109,44 @@ class SchedulerLoop:
                 log.exception("scheduling cycle failed; retrying next cycle")
 
     async def cycle(self, now: float) -> Decisions:
+        t0 = time.perf_counter()
         ssn, decisions = self.decide(now)
+        t1 = time.perf_counter()
         self.cycles += 1
+        # our own writes in flight: never repeated by the cycles that overlap them
+        decisions.lift = [
+            t for t in decisions.lift if now - self.lifted.get(t.pod.uid, -REMEMBER_S) >= REMEMBER_S
+        ]
         for job in decisions.admit:
-            self.admitted[job.key] = now
+            if job.group is not None:
+                self.admitted[job.group.uid] = now
             self.metrics.job_wait_seconds.labels(job.queue).observe(max(now - job.created, 0.0))
+        for member in decisions.lift:
+            self.lifted[member.pod.uid] = now
         for ev in decisions.evictions:
             self.evicted[ev.task.pod.uid] = now
-        for key in [k for k, t in self.admitted.items() if now - t >= REMEMBER_S]:
-            del self.admitted[key]
-        for uid in [u for u, t in self.evicted.items() if now - t >= REMEMBER_S]:
-            del self.evicted[uid]
+        for memory in (self.admitted, self.lifted, self.evicted):
+            for key in [k for k, t in memory.items() if now - t >= REMEMBER_S]:
+                del memory[key]
         self._observe(ssn, now)
-        await self.actuator.apply(decisions)
+        # Writes go on in the background: the next cycle need not wait for them.
+        writes = asyncio.ensure_future(self.actuator.apply(decisions))
+        self._writes.add(writes)
+        writes.add_done_callback(self._writes.discard)
+        t2 = time.perf_counter()
+        if decisions.admit or decisions.lift or decisions.evictions:
+            log.info(
+                "cycle %d: %d jobs, admitted %d, lifted %d gates, evicted %d, %d waiting; "
+                "decided in %.0f ms, handed over in %.0f ms",
+                self.cycles,
+                len(ssn.jobs),
+                len(decisions.admit),
+                len(decisions.lift),
+                len(decisions.evictions),
+                len(decisions.unschedulable),
+                (t1 - t0) * 1000,
+                (t2 - t1) * 1000,
+            )
         return decisions
 
     def _observe(self, ssn: Session, now: float) -> None:

@@ -9,6 +9,7 @@ reply itself).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
@@ -43,6 +44,7 @@ from pyextender.plugins.gpu_share import choose_gpus
 from pyextender.server.barrier import GangBarrier
 from pyextender.server.binder import BindConflict, Binder
 from pyextender.server.metrics import Metrics
+from pyextender.server.threads import API_THREADS
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +231,9 @@ class Extender:
         pod = self.cache.pods_by_key.get(key)
         if pod is None:
             # The watch has not shown us the pod yet: read it, so the fit guard runs.
-            raw = await asyncio.to_thread(self.binder.read_pod, args.PodNamespace, args.PodName)
+            raw = await asyncio.get_running_loop().run_in_executor(
+                API_THREADS, self.binder.read_pod, args.PodNamespace, args.PodName
+            )
             if raw is None:
                 return self._bound(key, args.Node, "error", f"pod {key} does not exist")
             pod = pod_from_dict(raw)
@@ -265,19 +269,18 @@ class Extender:
                 self.metrics.barrier_timeouts.inc()
                 return self._bound(key, args.Node, "gang_timeout", why)
         uid = args.PodUID or pod.uid
-        if gpus:
-            try:
-                await asyncio.to_thread(
-                    self.binder.annotate, pod.namespace, pod.name, GPU_INDEX_ANNOTATION, gpus
-                )
-            except Exception as exc:  # the binding matters more; the device plugin decides
-                log.warning("recording GPUs %s on %s: %s", gpus, key, exc)
+        extra = {GPU_INDEX_ANNOTATION: gpus} if gpus else {}
         try:
-            await asyncio.to_thread(
-                self.binder.bind, args.PodNamespace, args.PodName, uid, args.Node
+            await asyncio.get_running_loop().run_in_executor(
+                API_THREADS,
+                functools.partial(
+                    self.binder.bind, args.PodNamespace, args.PodName, uid, args.Node, extra
+                ),
             )
         except BindConflict as exc:
-            raw = await asyncio.to_thread(self.binder.read_pod, args.PodNamespace, args.PodName)
+            raw = await asyncio.get_running_loop().run_in_executor(
+                API_THREADS, self.binder.read_pod, args.PodNamespace, args.PodName
+            )
             current = ((raw or {}).get("spec") or {}).get("nodeName")
             if current == args.Node:
                 return self._bound(key, args.Node, "already_bound", "")

@@ -26,16 +26,17 @@ class FakeBinder:
         self.fail: Exception | None = None
         self.annotations: dict[str, dict[str, str]] = {}
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: dict[str, str]
+    ) -> None:
         if self.fail is not None:
             raise self.fail
         key = f"{namespace}/{name}"
         if key in self.bound:
             raise BindConflict("already bound")
         self.bound[key] = node
-
-    def annotate(self, namespace: str, name: str, key: str, value: str) -> None:
-        self.annotations.setdefault(f"{namespace}/{name}", {})[key] = value
+        if annotations:
+            self.annotations[key] = annotations
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         key = f"{namespace}/{name}"
