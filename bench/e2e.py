@@ -226,19 +226,23 @@ def main() -> None:
     finally:
         cluster.down(quiet=True)
     ratio = gangs["pods_per_s"] / base["pods_per_s"]
-    print(
-        f"{'phase':<10} {'pods':>5} {'pods/s':>8} {'pod p50 s':>10} {'pod p99 s':>10} {'job p50 s':>10} {'job p99 s':>10}"
-    )
-    print(
-        f"{'baseline':<10} {base['pods']:>5.0f} {base['pods_per_s']:>8.1f} {base['pod_latency_p50_s']:>10.2f} {base['pod_latency_p99_s']:>10.2f} {'-':>10} {'-':>10}"
-    )
-    print(
-        f"{'gangs':<10} {gangs['pods']:>5.0f} {gangs['pods_per_s']:>8.1f} {gangs['pod_latency_p50_s']:>10.2f} {gangs['pod_latency_p99_s']:>10.2f} {gangs['job_all_bound_p50_s']:>10.2f} {gangs['job_all_bound_p99_s']:>10.2f}"
-    )
-    print(
-        f"gang pods/s vs stock kube-scheduler: {ratio:.2f} (budget >= 0.80); "
-        f"members of one gang bound within {gangs['gang_bind_spread_p99_s']:.2f}s of each other (p99)"
-    )
+    row = "{:<10} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10}"
+    print(row.format("phase", "pods", "pods/s", "pod p50 s", "pod p99 s", "job p50 s", "job p99 s"))
+    for name, r in (("baseline", base), ("gangs", gangs)):
+        print(
+            row.format(
+                name,
+                f"{r['pods']:.0f}",
+                f"{r['pods_per_s']:.1f}",
+                f"{r['pod_latency_p50_s']:.2f}",
+                f"{r['pod_latency_p99_s']:.2f}",
+                f"{r.get('job_all_bound_p50_s', float('nan')):.2f}",
+                f"{r.get('job_all_bound_p99_s', float('nan')):.2f}",
+            )
+        )
+    spread = gangs["gang_bind_spread_p99_s"]
+    print(f"gang pods/s vs stock kube-scheduler: {ratio:.2f} (budget >= 0.80)")
+    print(f"members of one gang bound within {spread:.2f}s of each other (p99)")
     print(json.dumps({"bench": "e2e", "nodes": args.nodes, "baseline": base, "gangs": gangs,
                       "gang_vs_stock_pods_per_s_ratio": ratio}))  # fmt: skip
 

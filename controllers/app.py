@@ -24,12 +24,12 @@ from controllers.events import Recorder
 from controllers.http import HealthServer
 from controllers.job import JobController
 from controllers.kube import COMMANDS, JOBS, PODGROUPS, QUEUES, Kube
-from controllers.leader import LeaderElector, LeaseConfig
 from controllers.podgroup import PodGroupController
 from controllers.queue import QueueController
 from controllers.runtime import Context, Controller, Metrics
 from controllers.store import Obj, Store, meta
 from pyextender.api.client import api_client
+from pyextender.api.leader import LeaderElector, LeaseConfig
 
 log = logging.getLogger(__name__)
 

@@ -69,7 +69,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from controllers.app import Options
     from controllers.app import run as run_app
-    from controllers.leader import LeaseConfig
+    from pyextender.api.leader import LeaseConfig
 
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),

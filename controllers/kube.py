@@ -47,11 +47,6 @@ def not_found(exc: BaseException) -> bool:
     return isinstance(exc, ApiException) and exc.status == 404
 
 
-def conflict(exc: BaseException) -> bool:
-    """409: already exists, or a stale resourceVersion in an optimistic update."""
-    return isinstance(exc, ApiException) and exc.status == 409
-
-
 def _json(resp: Any) -> dict[str, Any]:
     data = body_of(resp)
     if not data:

@@ -12,9 +12,10 @@ from typing import Any, TypeVar
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from controllers.events import Recorder
-from controllers.kube import Kube, conflict, not_found
+from controllers.kube import Kube, not_found
 from controllers.store import Store
 from controllers.workqueue import WorkQueue
+from pyextender.api.client import conflict
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pyextender.cache.informer import Informer, ListFn
+from pyextender.api.informer import Informer, ListFn
 
 log = logging.getLogger(__name__)
 

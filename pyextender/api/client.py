@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 
 class ClientConfigError(RuntimeError):
@@ -55,3 +56,8 @@ def body_of(resp: Any) -> bytes:
     finally:
         resp.release_conn()
     return data
+
+
+def conflict(exc: BaseException) -> bool:
+    """409: already exists, or a stale resourceVersion in an optimistic update."""
+    return isinstance(exc, ApiException) and exc.status == 409

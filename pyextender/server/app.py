@@ -6,21 +6,23 @@ import asyncio
 import functools
 import gc
 import logging
+import socket
+import uuid
 from dataclasses import dataclass
 
 import uvicorn
 from kubernetes import client
 
 from pyextender.api.client import api_client
+from pyextender.api.informer import Informer
+from pyextender.api.leader import KubeLeases, LeaderElector, LeaseConfig
 from pyextender.cache.cluster import ClusterCache
-from pyextender.cache.informer import Informer
 from pyextender.framework.config import ConfigError, ConfigWatcher, SchedulerConfig
 from pyextender.plugins.registry import REGISTRY
 from pyextender.server.actuator import Actuator
 from pyextender.server.barrier import DEFAULT_TIMEOUT_S, GangBarrier
 from pyextender.server.binder import ApiBinder
 from pyextender.server.http import ExtenderApp
-from pyextender.server.leader import LeaderElector
 from pyextender.server.metrics import Metrics
 from pyextender.server.profile import build_profile
 from pyextender.server.sched_config import load, plugins_of
@@ -134,14 +136,11 @@ async def serve(opts: ServeOptions) -> int:
     ]
     for inf in informers:
         inf.start()
-    elector = LeaderElector(api, opts.lease_namespace, opts.lease_name)
-    loop_ = SchedulerLoop(
-        cache,
-        lambda: current[0],
-        Actuator(api, metrics),
-        metrics,
-        (lambda: elector.leader) if opts.leader_elect else (lambda: True),
+    identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+    elector = LeaderElector(
+        KubeLeases(api), LeaseConfig(opts.lease_namespace, opts.lease_name, identity)
     )
+    loop_ = SchedulerLoop(cache, lambda: current[0], Actuator(api, metrics), metrics)
     extender = Extender(
         cache,
         profile,
@@ -150,9 +149,9 @@ async def serve(opts: ServeOptions) -> int:
         GangBarrier(cache, opts.gang_timeout),
         loop_.session,
     )
-    tasks = [asyncio.create_task(loop_.run())]
-    if opts.leader_elect:
-        tasks.append(asyncio.create_task(elector.run()))
+    # The actions run only while this replica holds the Lease; verbs always.
+    actions = elector.run(loop_.run) if opts.leader_elect else loop_.run()
+    tasks = [asyncio.create_task(actions)]
     watcher_task: asyncio.Task[None] | None = None
     if opts.config_path is not None:
 
@@ -209,9 +208,8 @@ async def serve(opts: ServeOptions) -> int:
         gauges.cancel()
         freezer.cancel()
         for t in tasks:
-            t.cancel()
-        if opts.leader_elect:
-            await asyncio.to_thread(elector.release)
+            t.cancel()  # the elector releases the Lease as it stops
+        await asyncio.gather(*tasks, return_exceptions=True)
         if watcher_task is not None:
             watcher_task.cancel()
         for inf in informers:

@@ -1,6 +1,7 @@
 """The actions loop: on every cache change (at most every 100 ms) and at least
-once a second, the lease holder builds a session, runs the configured actions
-and applies their decisions. Other replicas only answer extender verbs.
+once a second, build a session, run the configured actions and apply their
+decisions. The sidecar runs it only while holding the Lease (see app.py);
+other replicas only answer extender verbs.
 """
 
 from __future__ import annotations
@@ -37,13 +38,11 @@ class SchedulerLoop:
         config: Callable[[], SchedulerConfig],
         actuator: Actuator,
         metrics: Metrics,
-        is_leader: Callable[[], bool],
     ) -> None:
         self.cache = cache
         self.config = config
         self.actuator = actuator
         self.metrics = metrics
-        self.is_leader = is_leader
         self._built_for: SchedulerConfig | None = None
         self._tiers: list[list[object]] = []
         self._options: dict[str, dict[str, bool]] = {}
@@ -98,7 +97,7 @@ class SchedulerLoop:
         while True:
             await asyncio.sleep(MIN_INTERVAL_S)
             now = time.time()
-            if not self.cache.synced or not self.is_leader():
+            if not self.cache.synced:
                 continue
             if self.cache.version == last_version and now - last_run < HEARTBEAT_S:
                 continue

@@ -10,9 +10,9 @@ from prometheus_client import CollectorRegistry
 
 from controllers.command import route
 from controllers.http import HealthServer
-from controllers.leader import may_acquire
 from controllers.store import Store
 from controllers.workqueue import WorkQueue
+from pyextender.api.leader import may_acquire
 
 
 def test_workqueue_dedups_and_never_runs_a_key_twice_at_once() -> None:

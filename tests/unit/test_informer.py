@@ -7,7 +7,7 @@ import json
 import threading
 from typing import Any
 
-from pyextender.cache.informer import Informer
+from pyextender.api.informer import Informer
 
 
 class Resp:

@@ -7,6 +7,9 @@ clock skew between replicas cannot make two leaders. Writes are optimistic
 (resourceVersion), so two candidates racing for a free Lease cannot both win.
 On a clean shutdown the leader empties holderIdentity so a standby takes over
 at once instead of after leaseDurationSeconds.
+
+Used by the controllers and by the sidecar (whose actions run only on the
+leader, while every replica answers extender verbs).
 """
 
 from __future__ import annotations
@@ -14,15 +17,58 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from controllers.kube import Kube, conflict
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from pyextender.api.client import body_of, conflict
 
 log = logging.getLogger(__name__)
+
+
+class LeaseStore(Protocol):
+    """Reads and writes Lease objects as plain JSON."""
+
+    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class KubeLeases:
+    """LeaseStore over the Kubernetes client."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.coord = client.CoordinationV1Api(api)
+
+    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        read: Any = self.coord.read_namespaced_lease
+        try:
+            raw = body_of(read(name, namespace, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        doc: dict[str, Any] = json.loads(raw)
+        return doc
+
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        create: Any = self.coord.create_namespaced_lease
+        doc: dict[str, Any] = json.loads(body_of(create(namespace, body, _preload_content=False)))
+        return doc
+
+    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        replace: Any = self.coord.replace_namespaced_lease
+        raw = body_of(replace(name, namespace, body, _preload_content=False))
+        doc: dict[str, Any] = json.loads(raw)
+        return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +105,7 @@ def may_acquire(
 
 
 class LeaderElector:
-    def __init__(self, kube: Kube, cfg: LeaseConfig) -> None:
+    def __init__(self, kube: LeaseStore, cfg: LeaseConfig) -> None:
         self.kube = kube
         self.cfg = cfg
         self.is_leader = False
