@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import socket
 from typing import Any
 
 from pyextender.api.names import SCHEDULER_NAME
+from pyextender.api.process import add_log_level, run_server, setup_logging
 
 
 def register(sub: Any) -> None:
@@ -62,7 +62,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--resync", type=float, default=60.0, help="seconds between full re-queues (default 60)"
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_log_level(p)
     p.set_defaults(func=run)
 
 
@@ -71,10 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from controllers.app import run as run_app
     from pyextender.api.leader import LeaseConfig
 
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(args.log_level)
     if args.workers < 1:
         print("pyextender controllers: --workers must be >= 1", flush=True)
         return 2
@@ -99,9 +96,4 @@ def run(args: argparse.Namespace) -> int:
         scheduler_name=args.scheduler_name,
         resync_s=args.resync,
     )
-    import asyncio
-
-    try:
-        return asyncio.run(run_app(opts))
-    except KeyboardInterrupt:
-        return 0
+    return run_server("pyextender controllers", run_app(opts))

@@ -1,10 +1,13 @@
-"""``make run``: a local cluster, the sidecar, an example GPU workload, a live table.
+"""``make run``: the whole system on a local cluster, with a live table.
 
 Brings up a devcluster (kwok GPU nodes, two stock kube-schedulers), starts the
-pyextender sidecar, applies ``examples/gpu-workload.yaml`` and shows every pod
-going from Pending to bound/Running, with the extender's decision for each
-(where it was bound and with what score, or why it cannot be). Leaves the
-cluster running and says how to look at it and how to stop it.
+pyextender sidecar, controllers and admission webhook, adopts namespace
+``demo`` (label ``pyextender.io/enabled=true``), applies the Volcano Jobs in
+``examples/demo/volcano-jobs.yaml`` and the plain GPU pods in
+``examples/demo/gpu-workload.yaml``, and shows every pod going from Pending to
+bound/Running with its gang's phase and the extender's decision (where it was
+bound and with what score, or why it cannot be). Leaves the cluster running
+and says how to look at it and how to stop it.
 """
 
 from __future__ import annotations
@@ -24,9 +27,14 @@ from rich.live import Live
 from rich.table import Table
 
 from devcluster.cluster import Cluster
+from devcluster.controllers import enable_controllers
 from devcluster.nodes import NodeShape
+from devcluster.webhook import enable_webhook
+from pyextender.api.names import ENABLED_LABEL
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "demo" / "gpu-workload.yaml"
+DEMO = Path(__file__).resolve().parent.parent / "examples" / "demo"
+EXAMPLE = DEMO / "gpu-workload.yaml"
+JOBS = DEMO / "volcano-jobs.yaml"
 
 
 def _decisions(url: str) -> dict[str, dict[str, Any]]:
@@ -80,20 +88,38 @@ def _gpus(pod: Any) -> int:
     return total
 
 
+def _groups(custom: client.CustomObjectsApi) -> dict[str, str]:
+    """PodGroup name -> phase, in namespace demo."""
+    items = custom.list_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", "demo", "podgroups"
+    )["items"]
+    return {g["metadata"]["name"]: (g.get("status") or {}).get("phase", "Pending") for g in items}
+
+
 def _table(
-    pods: list[Any], decisions: dict[str, dict[str, Any]], failures: dict[str, str], elapsed: float
+    pods: list[Any],
+    decisions: dict[str, dict[str, Any]],
+    failures: dict[str, str],
+    groups: dict[str, str],
+    elapsed: float,
 ) -> Table:
     bound = sum(1 for p in pods if p.spec.node_name)
     t = Table(title=f"pods in namespace demo: {bound}/{len(pods)} bound, {elapsed:.0f}s")
-    for col in ("POD", "GPUS", "PHASE", "NODE", "EXTENDER DECISION"):
+    for col in ("POD", "GPUS", "GANG (PHASE)", "PHASE", "NODE", "EXTENDER DECISION"):
         t.add_column(col)
     for p in sorted(pods, key=lambda p: p.metadata.name):
         seen = decisions.get(f"demo/{p.metadata.name}", {})
         phase = p.status.phase or "Pending"
         style = "green" if p.spec.node_name else "yellow"
+        group = (p.metadata.annotations or {}).get("scheduling.k8s.io/group-name", "")
+        # a finished Job's PodGroup is removed by the controllers
+        gang = f"{group[:24]} ({groups.get(group, 'done')})" if group else "-"
+        if p.spec.scheduling_gates:
+            phase = "Gated"
         t.add_row(
             p.metadata.name,
             str(_gpus(p)),
+            gang,
             f"[{style}]{phase}[/]",
             p.spec.node_name or "-",
             _why(p, seen, failures.get(p.metadata.name, "")),
@@ -116,12 +142,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     cluster.start_sidecar()
     cluster.wait_sidecar_ready()
-    console.print(f"[bold]sidecar ready[/] at {st.extender_url}; applying {EXAMPLE.name}")
+    console.print(f"[bold]sidecar ready[/] at {st.extender_url}")
+    enable_controllers(cluster)
+    console.print("[bold]controllers ready[/] (Job, PodGroup, Queue, Command; leader elected)")
+    enable_webhook(cluster)
+    console.print("[bold]admission webhook ready[/] (gates gang pods, validates Volcano objects)")
 
     cfg = client.Configuration()
     config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
-    core = client.CoreV1Api(client.ApiClient(cfg))
-    core.create_namespace({"metadata": {"name": "demo"}})
+    api = client.ApiClient(cfg)
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    core.create_namespace({"metadata": {"name": "demo", "labels": {ENABLED_LABEL: "true"}}})
+    console.print(f"applying {JOBS.name} (Volcano Jobs) and {EXAMPLE.name} (plain pods)")
+    for job in yaml.safe_load_all(JOBS.read_text()):
+        custom.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", "demo", "jobs", job)
+    time.sleep(1.0)  # let the gangs queue first; the plain pods then take what is left
     doc = yaml.safe_load(EXAMPLE.read_text())
     for item in doc["items"]:
         core.create_namespaced_pod("demo", item)
@@ -136,7 +172,11 @@ def main(argv: list[str] | None = None) -> int:
             now = time.monotonic()
             if bound != last_bound:
                 last_bound, last_change = bound, now
-            live.update(_table(pods, _decisions(st.extender_url), _failures(core), now - start))
+            live.update(
+                _table(
+                    pods, _decisions(st.extender_url), _failures(core), _groups(custom), now - start
+                )
+            )
             # settled: nothing new bound for 5 s (the rest cannot fit), or time is up
             if now - last_change > 5 or now - start > args.timeout:
                 break
@@ -144,9 +184,12 @@ def main(argv: list[str] | None = None) -> int:
 
     kc = st.kubeconfig
     console.print(
+        "\n(kwok's fake nodes finish pods owned by a Job right after they start, so the "
+        "Volcano Jobs complete at once; their gangs were still placed whole.)\n"
         "\n[bold]The cluster keeps running.[/] Look around:\n"
         f"  export KUBECONFIG={kc}\n"
         "  kubectl get pods -n demo -o wide\n"
+        "  kubectl get vcjobs,podgroups -n demo; kubectl get queues\n"
         "  kubectl describe pod -n demo <pending pod>     # FailedScheduling says why\n"
         "  kubectl get nodes -L pyextender.io/supernode\n"
         f"  curl -s {st.extender_url}/metrics | grep ^pyextender_\n"

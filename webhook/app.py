@@ -17,11 +17,19 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
+from pyextender.api.asgi import (
+    PROBES,
+    HttpError,
+    Receive,
+    Scope,
+    Send,
+    lifespan,
+    probe,
+    read_body,
+    respond,
+)
 from webhook.configuration import MUTATE_PODS, MUTATE_PODS_SHADOW, VALIDATE
 from webhook.metrics import Metrics
 from webhook.mutate_pod import plan_pod, pod_patch
@@ -39,23 +47,11 @@ from webhook.validate import validate
 
 log = logging.getLogger(__name__)
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-
 DEFAULT_MAX_BODY_BYTES = 8 * 2**20
 """Largest body accepted (bytes): an AdmissionReview holds object and oldObject, each up to
 etcd's 1.5 MiB request limit, plus JSON overhead."""
 
 _ROUTES = (MUTATE_PODS, MUTATE_PODS_SHADOW, VALIDATE)
-_PROBES = ("/healthz", "/readyz", "/metrics")
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
 
 
 class WebhookApp:
@@ -75,20 +71,15 @@ class WebhookApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                msg = await receive()
-                if msg["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif msg["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         path: str = scope["path"].rstrip("/") or "/"
         method: str = scope["method"]
         try:
-            if path in _PROBES:
-                await self._probe(path, method, send)
+            if path in PROBES:
+                await probe(path, method, send, self.ready, self.metrics.registry)
                 return
             if path not in _ROUTES:
                 raise HttpError(
@@ -96,7 +87,7 @@ class WebhookApp:
                 )
             if method != "POST":
                 raise HttpError(405, f"{path}: method {method} not allowed, use POST", "method")
-            body = await self._body(scope, receive)
+            body = await read_body(scope, receive, self.max_body_bytes)
             try:
                 req = parse_review(body)
             except ReviewError as exc:
@@ -104,9 +95,9 @@ class WebhookApp:
         except HttpError as exc:
             log.warning("refused %s %s: %s", method, scope["path"], exc)
             self.metrics.bad_requests.labels(exc.reason).inc()
-            await _respond(send, exc.status, json.dumps({"error": str(exc)}).encode())
+            await respond(send, exc.status, json.dumps({"error": str(exc)}).encode())
             return
-        await _respond(send, 200, await self._admit(path, req))
+        await respond(send, 200, await self._admit(path, req))
 
     async def _admit(self, path: str, req: AdmissionRequest) -> bytes:
         start = time.perf_counter()
@@ -146,57 +137,3 @@ class WebhookApp:
             return allow(), "shadow"
         log.info("pod %s (PodGroup %s): %s", req.label, plan.group, ", ".join(plan.changes))
         return Verdict(allowed=True, patch=pod_patch(req.object, plan)), "patched"
-
-    async def _body(self, scope: Scope, receive: Receive) -> bytes:
-        limit = self.max_body_bytes
-        for name, value in scope.get("headers", []):
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    raise HttpError(400, "bad Content-Length", "bad_length") from None
-                if declared > limit:
-                    raise HttpError(
-                        413, f"body of {declared} bytes exceeds {limit} bytes", "too_large"
-                    )
-        parts: list[bytes] = []
-        size = 0
-        while True:
-            msg = await receive()
-            if msg["type"] == "http.disconnect":
-                raise HttpError(400, "client disconnected", "disconnected")
-            chunk = msg.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                raise HttpError(413, f"body exceeds {limit} bytes", "too_large")
-            parts.append(chunk)
-            if not msg.get("more_body", False):
-                return b"".join(parts)
-
-    async def _probe(self, path: str, method: str, send: Send) -> None:
-        if method not in ("GET", "HEAD"):
-            raise HttpError(405, f"{path}: method {method} not allowed, use GET", "method")
-        if path == "/healthz":
-            await _respond(send, 200, b"ok", b"text/plain")
-        elif path == "/readyz":
-            ok, why = self.ready()
-            await _respond(send, 200 if ok else 503, why.encode(), b"text/plain")
-        else:
-            data = generate_latest(self.metrics.registry)
-            await _respond(send, 200, data, CONTENT_TYPE_LATEST.encode())
-
-
-async def _respond(
-    send: Send, status: int, body: bytes, content_type: bytes = b"application/json"
-) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", content_type),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import ssl
 import sys
 from typing import Any
 
 from pyextender.api.names import ENABLED_LABEL, GANG_GATE, GROUP_NAME_ANNOTATION, SCHEDULER_NAME
+from pyextender.api.process import add_log_level, run_server, setup_logging
 from webhook.app import DEFAULT_MAX_BODY_BYTES
 from webhook.configuration import MUTATE_PODS, MUTATE_PODS_SHADOW, VALIDATE
 
@@ -55,18 +55,14 @@ def register(sub: Any) -> None:
         default=DEFAULT_MAX_BODY_BYTES,
         help="largest request body accepted, bytes (default %(default)s)",
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_log_level(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyextender.api.client import ClientConfigError
     from webhook.serve import WebhookOptions, serve
 
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(args.log_level)
     try:  # fail now, naming the files, rather than inside uvicorn
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
             args.tls_cert, args.tls_key
@@ -86,12 +82,4 @@ def run(args: argparse.Namespace) -> int:
         tls_key=args.tls_key,
         max_body_bytes=args.max_body_bytes,
     )
-    try:
-        import uvloop
-
-        return uvloop.run(serve(opts))
-    except ClientConfigError as exc:
-        print(f"pyextender webhook: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 0
+    return run_server("pyextender webhook", serve(opts))

@@ -21,7 +21,6 @@ so an outage of the webhook blocks gang pods only, never other pods.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from pyextender.api import generated
 from pyextender.api.names import ENABLED_LABEL, GROUP_NAME_ANNOTATION
 from pyextender.api.volcano import RESOURCES, Queue
 
@@ -180,29 +180,12 @@ def render() -> dict[str, str]:
     return out
 
 
-def stale_files(folder: Path = MANIFEST_DIR) -> list[Path]:
-    return [
-        folder / name
-        for name, text in render().items()
-        if not (folder / name).exists() or (folder / name).read_text() != text
-    ]
+def stale_files(out: Path = MANIFEST_DIR) -> list[Path]:
+    return generated.stale_files(out, render)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m webhook.configuration")
-    parser.add_argument("--out", type=Path, default=MANIFEST_DIR, help="output directory")
-    parser.add_argument("--check", action="store_true", help="only report stale files")
-    args = parser.parse_args(argv)
-    if args.check:
-        stale = stale_files(args.out)
-        for path in stale:
-            print(f"stale: {path} (run python -m webhook.configuration)", file=sys.stderr)
-        return 1 if stale else 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, text in render().items():
-        (args.out / name).write_text(text)
-        print(args.out / name)
-    return 0
+    return generated.generate_main("python -m webhook.configuration", MANIFEST_DIR, render, argv)
 
 
 if __name__ == "__main__":

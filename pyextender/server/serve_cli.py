@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Any
 
 from pyextender.api.names import SCHEDULER_NAME
+from pyextender.api.process import add_log_level, run_server, setup_logging
 from pyextender.server.http import DEFAULT_MAX_BODY_BYTES
 
 
@@ -56,7 +56,7 @@ def register(sub: Any) -> None:
         help="seconds a gang member's bind waits for minMember members (default %(default)s; "
         "keep it below kube-scheduler's extender httpTimeout)",
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_log_level(p)
     p.set_defaults(func=run)
 
 
@@ -65,10 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from pyextender.server.app import ServeOptions, serve
     from pyextender.server.sched_config import load
 
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(args.log_level)
     try:
         load(args.config)
     except ConfigError as exc:
@@ -86,9 +83,4 @@ def run(args: argparse.Namespace) -> int:
         lease_name=args.lease_name,
         gang_timeout=args.gang_timeout,
     )
-    try:
-        import uvloop
-
-        return uvloop.run(serve(opts))
-    except KeyboardInterrupt:
-        return 0
+    return run_server("pyextender serve", serve(opts))

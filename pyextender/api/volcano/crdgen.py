@@ -10,13 +10,13 @@ prunes unknown fields and validates types, enums, minimums and patterns.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from pyextender.api import generated
 from pyextender.api.volcano import RESOURCES
 from pyextender.api.volcano.codec import FieldInfo, Model, Resource, Shape, fields_of
 
@@ -162,31 +162,14 @@ def render() -> dict[str, str]:
     }
 
 
-def stale_files(out: Path) -> list[str]:
-    """Files under ``out`` that are missing or differ from what render() produces."""
-    stale = []
-    for name, text in render().items():
-        path = out / name
-        if not path.exists() or path.read_text() != text:
-            stale.append(str(path))
-    return stale
+def stale_files(out: Path = DEFAULT_OUT) -> list[Path]:
+    return generated.stale_files(out, render)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pyextender.api.volcano.crdgen")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
-    parser.add_argument("--check", action="store_true", help="only report stale files")
-    args = parser.parse_args(argv)
-    if args.check:
-        stale = stale_files(args.out)
-        for path in stale:
-            print(f"stale: {path} (run python -m pyextender.api.volcano.crdgen)", file=sys.stderr)
-        return 1 if stale else 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, text in render().items():
-        (args.out / name).write_text(text)
-        print(args.out / name)
-    return 0
+    return generated.generate_main(
+        "python -m pyextender.api.volcano.crdgen", DEFAULT_OUT, render, argv
+    )
 
 
 if __name__ == "__main__":
