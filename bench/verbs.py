@@ -29,9 +29,9 @@ import numpy as np
 
 from pyextender.api.extender import ExtenderArgs
 from pyextender.cache.cluster import ClusterCache
+from pyextender.framework.runtime import build_profile
+from pyextender.plugins.defaults import load, plugins_of
 from pyextender.server.metrics import Metrics
-from pyextender.server.profile import build_profile
-from pyextender.server.sched_config import load, plugins_of
 from pyextender.server.verbs import Extender
 
 

@@ -30,7 +30,8 @@ class ClusterCache:
         self.pods_by_key: dict[str, PodInfo] = {}
         self.synced_nodes = False
         self.synced_pods = False
-        self.warnings: list[str] = []
+        self.warnings: list[tuple[str, str]] = []
+        """(node name, problem) found while reading nodes, not yet reported as events."""
         # pods bound by an extender call before the watch saw them bound
         self.orphaned_pods: dict[str, PodInfo] = {}
         self.pods_by_uid: dict[str, PodInfo] = {}
@@ -141,7 +142,7 @@ class ClusterCache:
         warnings = self.state.set_node(node)
         for w in warnings:
             log.warning("node %s: %s", node.name, w)
-        self.warnings.extend(warnings)
+        self.warnings.extend((node.name, w) for w in warnings)
         # pods whose node arrived after them
         for uid, pod in list(self.orphaned_pods.items()):
             if pod.node_name == node.name and self.state.add_pod(pod, node.name):

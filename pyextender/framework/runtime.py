@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +22,7 @@ from pyextender.framework.interfaces import (
     PodContext,
     ScorePlugin,
 )
+from pyextender.framework.registry import PluginSpec
 from pyextender.framework.status import Code
 
 _SUCCESS = int(Code.SUCCESS)
@@ -107,3 +109,19 @@ class Profile:
         if weight_sum > 0:
             total /= weight_sum
         return total
+
+
+def build_profile(
+    plugins: Sequence[tuple[PluginSpec, Any]], observe: Observer = _ignore
+) -> Profile:
+    """Instantiate (spec, args) pairs in tier order: every FilterPlugin filters;
+    every ScorePlugin scores, weighted by its ``weight`` argument (default 1)."""
+    filters: list[FilterPlugin] = []
+    scorers: list[tuple[ScorePlugin, float]] = []
+    for spec, args in plugins:
+        plugin = spec.factory(args)
+        if isinstance(plugin, FilterPlugin):
+            filters.append(plugin)
+        if isinstance(plugin, ScorePlugin):
+            scorers.append((plugin, float(getattr(args, "weight", 1.0))))
+    return Profile(filters=filters, scorers=scorers, observe=observe)

@@ -9,24 +9,26 @@ import logging
 import socket
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import uvicorn
 from kubernetes import client
 
-from pyextender.api.client import api_client
+from pyextender.api.client import api_client, body_of
 from pyextender.api.informer import Informer
 from pyextender.api.leader import KubeLeases, LeaderElector, LeaseConfig
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.config import ConfigError, ConfigWatcher, SchedulerConfig
+from pyextender.framework.runtime import build_profile
+from pyextender.plugins.defaults import load, plugins_of
 from pyextender.plugins.registry import REGISTRY
 from pyextender.server.actuator import Actuator
 from pyextender.server.barrier import DEFAULT_TIMEOUT_S, GangBarrier
 from pyextender.server.binder import ApiBinder
 from pyextender.server.http import ExtenderApp
 from pyextender.server.metrics import Metrics
-from pyextender.server.profile import build_profile
-from pyextender.server.sched_config import load, plugins_of
 from pyextender.server.scheduler_loop import SchedulerLoop
+from pyextender.server.threads import API_THREADS
 from pyextender.server.verbs import Extender
 from pyextender.server.warmup import warm_up
 
@@ -87,10 +89,38 @@ async def _freeze_after_sync(cache: ClusterCache) -> None:
     )
 
 
-async def _housekeeping(cache: ClusterCache, metrics: Metrics) -> None:
-    """Once a second: HyperNode tiers (when changed) and the cache gauges."""
+def _node_event(core: client.CoreV1Api, node: str, message: str) -> None:
+    """A Warning event on a Node (events of cluster-scoped objects live in "default")."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {
+        "metadata": {"generateName": f"{node}.", "namespace": "default"},
+        "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
+        "type": "Warning",
+        "reason": "InvalidGPUTopology",
+        "message": message[:1024],
+        "source": {"component": "pyextender"},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    body_of(core.create_namespaced_event("default", body, _preload_content=False))
+
+
+async def _housekeeping(cache: ClusterCache, metrics: Metrics, core: client.CoreV1Api) -> None:
+    """Once a second: HyperNode tiers (when changed), node problems as events, gauges."""
+    reported: set[tuple[str, str]] = set()
+    loop = asyncio.get_running_loop()
     while True:
         cache.refresh_topology()
+        problems, cache.warnings = cache.warnings, []
+        for problem in problems:
+            if problem in reported:
+                continue
+            reported.add(problem)
+            try:
+                await loop.run_in_executor(API_THREADS, _node_event, core, *problem)
+            except Exception as exc:
+                log.warning("event for node %s: %s", problem[0], exc)
         metrics.cache_nodes.set(len(cache.state.index))
         metrics.cache_pods.set(len(cache.state.pods))
         metrics.cache_pending_pods.set(len(cache.pending))
@@ -181,7 +211,7 @@ async def serve(opts: ServeOptions) -> int:
         )
 
     app = ExtenderApp(extender, ready, opts.max_body_bytes)
-    gauges = asyncio.create_task(_housekeeping(cache, metrics))
+    gauges = asyncio.create_task(_housekeeping(cache, metrics, core))
     kernels: asyncio.Task[float] = asyncio.create_task(asyncio.to_thread(warm_up, profile))
     tune_gc()
     freezer = asyncio.create_task(_freeze_after_sync(cache))

@@ -62,8 +62,8 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pyextender.framework.config import ConfigError
+    from pyextender.plugins.defaults import load
     from pyextender.server.app import ServeOptions, serve
-    from pyextender.server.sched_config import load
 
     setup_logging(args.log_level)
     try:

@@ -2,8 +2,8 @@
 
 Every policy filters with the production filters (predicates, gpu-share,
 gpu-topology) and differs only in its score plugins and GPU chooser.
-``pyextender`` is the production GPU tier: gpu-share (fragmentation
-gradient) plus gpu-topology scoring, with the bind step's GPU choice.
+``pyextender`` is the sidecar's shipped configuration (pyextender.plugins.
+defaults), with the bind step's GPU choice.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from pyextender.framework.interfaces import FilterPlugin, PodContext, ScorePlugin
-from pyextender.framework.runtime import Profile
+from pyextender.framework.runtime import Profile, build_profile
 from pyextender.plugins import binpack, gpu_share, gpu_topology, predicates
+from pyextender.plugins.defaults import load, plugins_of
 from pyextender.plugins.gpu_rows import demand_of, milli_per_row
 from pyextender.simulate.baselines import BestFit, DotProd, GpuPacking, RandomScore
 from pyextender.simulate.replay import Chooser, Policy
@@ -59,11 +60,9 @@ def _profile(*scorers: tuple[ScorePlugin, float]) -> Profile:
 
 
 def _pyextender(seed: int) -> tuple[Profile, Chooser]:
-    """The production GPU tier with its shipped defaults (gpu-share, gpu-topology)."""
-    share = gpu_share.GpuShare(gpu_share.Args())
-    topology = gpu_topology.GpuTopology(gpu_topology.Args())
-    profile = _profile((share, share.args.weight), (topology, topology.args.weight))
-    return profile, gpu_share.choose_gpus
+    """Exactly what the sidecar ships: the default tiers' filters and scorers,
+    and the bind step's GPU choice."""
+    return build_profile(plugins_of(load(None))), gpu_share.choose_gpus
 
 
 def _fgd(seed: int) -> tuple[Profile, Chooser]:

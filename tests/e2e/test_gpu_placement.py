@@ -141,3 +141,60 @@ def test_hard_topology_limit_that_cannot_be_met_stays_pending(
     )
     assert (pg.get("status") or {}).get("phase", "Pending") == "Pending", json.dumps(pg)
     assert bound_of(core, ns, names) == 0
+
+
+def test_bad_gpu_annotation_makes_gpus_unusable_with_an_event(
+    gpu_cluster: tuple[Cluster, client.ApiClient], ns: str
+) -> None:
+    _, api = gpu_cluster
+    core = client.CoreV1Api(api)
+    bad = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "bad-gpu-node",
+            "labels": {"kubernetes.io/hostname": "bad-gpu-node", "type": "kwok"},
+            "annotations": {
+                "kwok.x-k8s.io/node": "fake",
+                "pyextender.io/gpu-topology": json.dumps(
+                    {"version": 1, "count": "eight", "model": "A100", "memoryMiB": 81920}
+                ),
+            },
+        },
+        "status": {
+            "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"},
+            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"},
+        },
+    }
+    core.create_node(bad)
+    try:
+        evs = wait_for(
+            "an InvalidGPUTopology event",
+            lambda: (
+                core.list_namespaced_event(
+                    "default", field_selector="involvedObject.name=bad-gpu-node"
+                ).items
+            ),
+            timeout=30,
+        )
+        assert any(e.reason == "InvalidGPUTopology" and "count" in e.message for e in evs), [
+            (e.reason, e.message) for e in evs
+        ]
+        m = pod("pinned", ns, gpus=1)
+        m["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "bad-gpu-node"}  # type: ignore[index]
+        core.create_namespaced_pod(ns, m)
+        reasons = wait_for(
+            "a FailedScheduling event",
+            lambda: [
+                e.message
+                for e in core.list_namespaced_event(
+                    ns, field_selector="involvedObject.name=pinned"
+                ).items
+                if e.reason == "FailedScheduling"
+            ],
+            timeout=30,
+        )
+        assert "pinned" not in bound(core, ns)
+        assert any("GPU" in r for r in reasons), reasons
+    finally:
+        core.delete_node("bad-gpu-node")

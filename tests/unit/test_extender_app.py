@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from pyextender.cache.cluster import ClusterCache
+from pyextender.framework.runtime import build_profile
+from pyextender.plugins.defaults import load, plugins_of
 from pyextender.server.binder import BindConflict
 from pyextender.server.http import ExtenderApp
 from pyextender.server.metrics import Metrics
-from pyextender.server.profile import build_profile
-from pyextender.server.sched_config import load, plugins_of
 from pyextender.server.verbs import Extender
 
 

@@ -1,7 +1,14 @@
-"""The sidecar's scheduler configuration: the built-in default, or a file.
+"""The scheduler configuration pyextender ships with, in Volcano's format.
 
-Validation (unknown plugin, unknown key, wrong type) is done by
-``pyextender.framework.config`` against the plugin registry.
+One definition, used by the sidecar when no --config is given and by
+``pyextender simulate --policy pyextender``, so the trace replay measures
+exactly what is deployed.
+
+Node scoring is fragmentation-aware GPU placement (gpu-share: FGD's gradient,
+gpu-topology: NVLink domains, supernode: gang units). binpack and nodeorder
+stay available for configs that want them, but are not in the default: on the
+openb trace even binpack at weight 0.01 lowered the GPU allocation rate
+(94.3 % against 95.3 %), because packing CPU and memory fights the gradient.
 """
 
 from __future__ import annotations
@@ -24,26 +31,9 @@ tiers:
   - name: drf
   - name: predicates
   - name: proportion
-  - name: binpack
-    arguments:
-      # GPU batch work: pack nodes so whole nodes stay free for large jobs
-      binpack.weight: 3
-  - name: nodeorder
-    arguments:
-      nodeorder.weight: 1
-      leastrequested.weight: 0
-      balancedresource.weight: 1
-  # GPU placement: fewest NVLink domains and least fragmentation (FGD), gangs
-  # packed into supernodes
   - name: gpu-share
-    arguments:
-      weight: 4
   - name: gpu-topology
-    arguments:
-      weight: 4
   - name: supernode
-    arguments:
-      weight: 10
 """
 
 
