@@ -42,9 +42,13 @@ def milli_per_row(ctx: PodContext, rows: IntArray, demand: GpuDemand) -> I64:
     return result
 
 
+_POPCOUNT16 = np.array([bin(i).count("1") for i in range(1 << 16)], dtype=np.int64)
+"""Set bits of every 16-bit mask (MAX_GPUS = 16): one lookup per node."""
+
+
 def free_whole(ctx: PodContext, rows: IntArray) -> I64:
-    """Wholly free GPUs per row."""
-    result: I64 = (ctx.state.gpu.free_milli[rows] >= MILLI).sum(axis=1).astype(np.int64)
+    """Wholly free GPUs per row, from the free-GPU bitmask the GPU state keeps."""
+    result: I64 = _POPCOUNT16[ctx.state.gpu.free_mask[rows] & 0xFFFF]
     return result
 
 

@@ -34,11 +34,6 @@ class Predicates:
         need = ctx.request
         cols = np.flatnonzero(need > 0)
         n = rows.shape[0]
-        # np.take on rows, then columns: the cheapest gather numpy offers here
-        alloc = np.take(state.alloc, rows, axis=0)[:, cols]
-        free = alloc - np.take(state.used, rows, axis=0)[:, cols]
-        short = free < need[cols]
-        never = alloc < need[cols]
         names = [state.resources[c] for c in cols.tolist()]
         k = len(names)
         # reason table: [ok, Insufficient r..., too small r..., not schedulable]
@@ -49,12 +44,17 @@ class Predicates:
         codes = np.zeros(n, dtype=np.int8)
         reason_ids = np.zeros(n, dtype=np.int32)
         if k:
-            fail = short.any(axis=1)
-            codes[fail] = Code.UNSCHEDULABLE
-            reason_ids[fail] = 1 + short[fail].argmax(axis=1)
-            hopeless = never.any(axis=1)
-            codes[hopeless] = Code.UNRESOLVABLE
-            reason_ids[hopeless] = 1 + k + never[hopeless].argmax(axis=1)
+            # np.take on rows, then columns: the cheapest gather numpy offers here
+            alloc = np.take(state.alloc, rows, axis=0)[:, cols]
+            short = alloc - np.take(state.used, rows, axis=0)[:, cols] < need[cols]
+            fail = np.flatnonzero(short.any(axis=1))
+            if fail.shape[0]:  # reasons only for the rows that fail
+                codes[fail] = Code.UNSCHEDULABLE
+                reason_ids[fail] = 1 + short[fail].argmax(axis=1)
+                never = alloc[fail] < need[cols]  # too small even when empty
+                hopeless = never.any(axis=1)
+                codes[fail[hopeless]] = Code.UNRESOLVABLE
+                reason_ids[fail[hopeless]] = 1 + k + never[hopeless].argmax(axis=1)
         down = ~state.schedulable[rows]
         codes[down] = Code.UNRESOLVABLE
         reason_ids[down] = 1 + 2 * k
