@@ -9,6 +9,7 @@ them in exact integer arithmetic and returns bit-identical results.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -105,23 +106,31 @@ class LearnedClasses:
     """Task classes learned online from the pods the cache sees.
 
     Counts are halved when their total passes ``horizon`` so that the model
-    follows a changing workload. ``classes()`` is rebuilt only after changes.
+    follows a changing workload. ``classes()`` is rebuilt after changes, but
+    at most every ``rebuild_s`` seconds once built: a workload's size mix
+    moves slowly, and a stable model lets scorers reuse per-node results
+    between pods instead of starting over after every bind.
     """
 
-    def __init__(self, horizon: int = 20_000) -> None:
+    def __init__(self, horizon: int = 20_000, rebuild_s: float = 10.0) -> None:
         self.horizon = horizon
+        self.rebuild_s = rebuild_s
         self.counts: Counter[TaskClass] = Counter()
         self.version = 0
         self._built: TaskClasses | None = None
+        self._built_at = 0.0
+        self._stale = False
 
     def observe(self, cls: TaskClass) -> None:
         self.counts[cls] += 1
         if self.counts.total() > self.horizon:
             self.counts = Counter({c: n // 2 for c, n in self.counts.items() if n // 2})
         self.version += 1
-        self._built = None
+        self._stale = True
 
     def classes(self) -> TaskClasses:
-        if self._built is None:
+        now = time.monotonic()
+        if self._built is None or (self._stale and now - self._built_at >= self.rebuild_s):
             self._built = select_classes(self.counts)
+            self._built_at, self._stale = now, False
         return self._built

@@ -12,6 +12,8 @@ and sharing pods the best-fitting GPU.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -94,6 +96,8 @@ class GpuState:
         self.placed: dict[str, int] = {}
         """pod uid -> row"""
         self.learned = LearnedClasses()
+        self.fgd_memo: dict[tuple[int, int, int, int], Any] = {}
+        """gpu-share's per-pod-shape Δ memo (pyextender.plugins.gpu_share)."""
         self.fixed_classes: TaskClasses | None = None
 
     # -- shape ---------------------------------------------------------------

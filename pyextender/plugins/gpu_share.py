@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pyextender.api.gpu import MILLI
+from pyextender.api.resources import CPU
+from pyextender.api.task_classes import TaskClasses
 from pyextender.framework.interfaces import FilterResult, FloatArray, IntArray, PodContext
 from pyextender.framework.registry import PluginSpec
 from pyextender.framework.status import Code
@@ -47,16 +49,71 @@ class Args:
     integer scores: nearly equal gradients tie and the tie-break spreads them."""
 
 
+@dataclass(slots=True)
+class _Memo:
+    """Δ per row for one pod shape, with the inputs it was computed from."""
+
+    classes: TaskClasses
+    delta: np.ndarray  # float64 [rows]
+    gpu: np.ndarray  # int32 [rows]
+    version: np.ndarray  # int64 [rows]: GpuState.row_version when computed
+    cpu: np.ndarray  # int64 [rows]: free CPU (milli-cores) when computed
+    milli: np.ndarray  # int64 [rows]: the pod's milli-GPU on that row
+    valid: np.ndarray  # bool [rows]
+
+
+MEMO_SHAPES = 64
+"""Pod shapes whose Δs are kept (oldest dropped first)."""
+
+
 def gradient(ctx: PodContext, rows: IntArray) -> tuple[np.ndarray, np.ndarray]:
-    """(Δ in milli-GPU of F per row, NO_FIT rows as -inf; best GPU per row or -1)."""
+    """(Δ in milli-GPU of F per row, NO_FIT rows as -inf; best GPU per row or -1).
+
+    Memoised per pod shape: a row is recomputed only when its GPUs, its free
+    CPU or the class model changed since, so the pods of a gang (one shape)
+    cost one kernel run over the cluster and then only over what moved.
+    """
     demand = demand_of(ctx)
-    classes = ctx.state.gpu.classes()
+    gpu = ctx.state.gpu
+    classes = gpu.classes()
     if classes.size == 0 or rows.shape[0] == 0:
         return np.zeros(rows.shape[0]), np.full(rows.shape[0], -1, dtype=np.int32)
+    key = (pod_cpu(ctx), demand.count, demand.milli, demand.memory_mib)
+    cap = gpu.count.shape[0]
+    memo = gpu.fgd_memo.get(key)
+    if memo is None or memo.classes is not classes or memo.delta.shape[0] != cap:
+        if len(gpu.fgd_memo) >= MEMO_SHAPES:
+            gpu.fgd_memo.pop(next(iter(gpu.fgd_memo)))
+        memo = _Memo(
+            classes,
+            np.zeros(cap),
+            np.full(cap, -1, dtype=np.int32),
+            np.zeros(cap, dtype=np.int64),
+            np.zeros(cap, dtype=np.int64),
+            np.zeros(cap, dtype=np.int64),
+            np.zeros(cap, dtype=np.bool_),
+        )
+        gpu.fgd_memo[key] = memo
     milli = milli_per_row(ctx, rows, demand)
-    res = fgd_scores(fgd_input(ctx, rows), classes, pod_cpu(ctx), milli, demand.count)
-    delta = np.where(res.delta == NO_FIT, -np.inf, res.delta / classes.weight_sum)
-    return delta, res.gpu
+    cpu_col = ctx.state.column[CPU]
+    free_cpu = ctx.state.alloc[rows, cpu_col] - ctx.state.used[rows, cpu_col]
+    version = gpu.row_version[rows]
+    stale = (
+        ~memo.valid[rows]
+        | (memo.version[rows] != version)
+        | (memo.cpu[rows] != free_cpu)
+        | (memo.milli[rows] != milli)
+    )
+    if stale.any():
+        redo = rows[stale]
+        res = fgd_scores(fgd_input(ctx, redo), classes, pod_cpu(ctx), milli[stale], demand.count)
+        memo.delta[redo] = np.where(res.delta == NO_FIT, -np.inf, res.delta / classes.weight_sum)
+        memo.gpu[redo] = res.gpu
+        memo.version[redo] = version[stale]
+        memo.cpu[redo] = free_cpu[stale]
+        memo.milli[redo] = milli[stale]
+        memo.valid[redo] = True
+    return memo.delta[rows], memo.gpu[rows]
 
 
 class GpuShare:

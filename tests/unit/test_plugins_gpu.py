@@ -129,3 +129,23 @@ def test_hard_tier_limit_that_cannot_be_met_keeps_the_gang_pending() -> None:
     ann_soft = {supernode.TIER_ANNOTATION: "1", supernode.MODE_ANNOTATION: "soft"}
     ok = soft.filter(_ctx(state, _gang_pod("h", 3, 8, ann_soft)), state.live_rows())
     assert (ok.codes == Code.SUCCESS).all()
+
+
+def test_fgd_memo_recomputes_exactly_the_rows_that_changed() -> None:
+    state = _state([("a", ""), ("b", ""), ("c", "")])
+    for i, node in enumerate(("a", "b", "c")):  # half-GPU pods: the class model to learn
+        share = {PYEXTENDER_GPU_MILLI: "500", names.GPU_INDEX_ANNOTATION: "0"}
+        state.add_pod(_pod(f"seed-{i}", {GPU: 1}, share), node)
+    state.gpu.fixed_classes = state.gpu.classes()  # hold the model still for this test
+    ctx = _ctx(state, _pod("x", {GPU: 1}, {PYEXTENDER_GPU_MILLI: "300"}))
+    rows = state.live_rows()
+    first, _ = gpu_share.gradient(ctx, rows)
+    again, _ = gpu_share.gradient(ctx, rows)
+    assert np.array_equal(first, again)
+    _bind(state, "b", "busy", "1,2,3,4,5,6,7")  # b keeps only its half-used GPU 0
+    memoised, _ = gpu_share.gradient(ctx, rows)
+    state.gpu.fgd_memo.clear()
+    fresh, _ = gpu_share.gradient(ctx, rows)
+    assert np.array_equal(memoised, fresh)  # the memo saw b's change...
+    assert memoised[1] != first[1]  # ...which moved b's gradient
+    assert memoised[0] == first[0] and memoised[2] == first[2]
