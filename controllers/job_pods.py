@@ -121,6 +121,10 @@ def podgroup_spec(job: Job) -> dict[str, Any]:
 
 def build_podgroup(job: Job) -> dict[str, Any]:
     m = job.metadata
+    annotations = dict(m.annotations)
+    if job.spec.running_estimate:
+        # backfill reads the expected run time from the PodGroup
+        annotations[names.RUNNING_ESTIMATE_ANNOTATION] = job.spec.running_estimate
     return {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
@@ -128,7 +132,7 @@ def build_podgroup(job: Job) -> dict[str, Any]:
             "name": podgroup_name(m.name, m.uid),
             "namespace": m.namespace,
             "labels": dict(m.labels),
-            "annotations": dict(m.annotations),
+            "annotations": annotations,
             "ownerReferences": [controller_ref(job)],
         },
         "spec": podgroup_spec(job),

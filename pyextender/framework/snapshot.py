@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from pyextender.api.duration import parse_duration
 from pyextender.api.names import (
     QUEUE_NAME_ANNOTATION,
     RUNNING_ESTIMATE_ANNOTATION,
     SLA_WAITING_TIME_ANNOTATION,
 )
+from pyextender.api.volcano.codec import duration_seconds
 from pyextender.cache.batch import DEFAULT_QUEUE, ROOT_QUEUE, QueueView
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.session import Job, QueueState, Session, Task, timestamp
@@ -28,7 +28,7 @@ def _duration(text: str | None) -> float | None:
     if not text:
         return None
     try:
-        return parse_duration(text)
+        return duration_seconds(text)
     except ValueError:
         return None
 

@@ -15,10 +15,10 @@ import time
 
 import numpy as np
 
-from pyextender.api.duration import parse_duration
 from pyextender.api.names import RUNNING_ESTIMATE_ANNOTATION
 from pyextender.api.objects import PodInfo
 from pyextender.api.resources import PODS
+from pyextender.api.volcano.codec import duration_seconds
 from pyextender.framework.interfaces import FilterResult, IntArray, PodContext
 from pyextender.framework.plugin_args import arg, arguments
 from pyextender.framework.registry import PluginSpec
@@ -99,7 +99,7 @@ def _pod_estimate(pod: PodInfo) -> float | None:
     if not raw:
         return None
     try:
-        return parse_duration(raw)
+        return duration_seconds(raw)
     except ValueError:
         return None
 

@@ -202,3 +202,23 @@ def test_status_helpers() -> None:
     assert job_status.go_duration(3723.5) == "1h2m3.5s"
     assert job_status.go_duration(2) == "2s"
     assert job_status.parse_time("2024-01-01T00:00:00Z") == 1704067200.0
+
+
+def test_running_estimate_reaches_the_podgroup_for_backfill() -> None:
+    from controllers.job_pods import build_podgroup
+    from pyextender.api.volcano import Job
+
+    job = Job.from_dict(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "short", "namespace": "ml", "uid": "u1"},
+            "spec": {
+                "minAvailable": 1,
+                "runningEstimate": "90s",
+                "tasks": [{"name": "t", "replicas": 1, "template": {"spec": {"containers": []}}}],
+            },
+        }
+    )
+    pg = build_podgroup(job)
+    assert pg["metadata"]["annotations"]["pyextender.io/running-estimate"] == "90s"
