@@ -6,6 +6,7 @@ memory budget. Built from plain dicts decoded by msgspec/json.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,42 @@ def _mapping(obj: Any, what: str) -> Mapping[str, Any]:
 def _str_map(obj: Any, what: str) -> dict[str, str]:
     raw = _mapping(obj, what)
     return {str(k): str(v) for k, v in raw.items()}
+
+
+SCHEDULER_ANNOTATION_PREFIXES = (
+    "scheduling.k8s.io/",
+    "scheduling.volcano.sh/",
+    "volcano.sh/",
+    "pyextender.io/",
+    "metax-tech.com/",
+    "sla-waiting-time",
+)
+"""Pod annotations the scheduler reads. Others (last-applied configurations,
+mesh and monitoring annotations, ...) are not kept: at 50,000 pods they cost
+far more memory than everything the scheduler needs."""
+
+_SHAPES: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
+_MAX_SHAPES = 4096
+
+
+def _shared_requests(requests: dict[str, int]) -> dict[str, int]:
+    """One dict per distinct request set (pods of a job share it). Never mutated."""
+    key = tuple(sorted(requests.items()))
+    shared = _SHAPES.get(key)
+    if shared is None:
+        shared = {sys.intern(k): v for k, v in requests.items()}
+        if len(_SHAPES) < _MAX_SHAPES:
+            _SHAPES[key] = shared
+    return shared
+
+
+def _scheduler_annotations(obj: Any) -> dict[str, str]:
+    raw = _mapping(obj, "annotations")
+    return {
+        sys.intern(str(k)): sys.intern(str(v))
+        for k, v in raw.items()
+        if str(k).startswith(SCHEDULER_ANNOTATION_PREFIXES)
+    }
 
 
 def _add(total: dict[str, int], part: Mapping[str, int]) -> None:
@@ -80,17 +117,16 @@ class PodInfo:
     node_name: str
     phase: str
     requests: dict[str, int]
+    """Shared between pods with the same requests: never mutate it."""
     priority: int = 0
-    labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    """Only the annotations the scheduler reads (SCHEDULER_ANNOTATION_PREFIXES)."""
     gates: tuple[str, ...] = ()
     deleting: bool = False
-    resource_version: str = ""
     created: str = ""
     """metadata.creationTimestamp (RFC 3339, UTC; sorts as text)."""
     started: str = ""
     """status.startTime (RFC 3339), "" while not started."""
-    owner_kinds: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -132,27 +168,21 @@ def pod_from_dict(obj: Mapping[str, Any]) -> PodInfo:
         str(g.get("name", "")) for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)
     )
     priority = spec.get("priority")
+    # Strings shared by many pods are interned: at 50,000 pods that is megabytes.
     return PodInfo(
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=sys.intern(str(meta.get("namespace") or "default")),
         name=name,
         uid=str(meta.get("uid") or ""),
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        node_name=str(spec.get("nodeName") or ""),
-        phase=str(status.get("phase") or "Pending"),
-        requests=requests,
+        scheduler_name=sys.intern(str(spec.get("schedulerName") or "default-scheduler")),
+        node_name=sys.intern(str(spec.get("nodeName") or "")),
+        phase=sys.intern(str(status.get("phase") or "Pending")),
+        requests=_shared_requests(requests),
         priority=priority if isinstance(priority, int) else 0,
-        labels=_str_map(meta.get("labels"), "labels"),
-        annotations=_str_map(meta.get("annotations"), "annotations"),
+        annotations=_scheduler_annotations(meta.get("annotations")),
         gates=gates,
         deleting=meta.get("deletionTimestamp") is not None,
-        resource_version=str(meta.get("resourceVersion") or ""),
         created=str(meta.get("creationTimestamp") or ""),
         started=str(status.get("startTime") or ""),
-        owner_kinds=tuple(
-            str(o.get("kind", ""))
-            for o in meta.get("ownerReferences") or []
-            if isinstance(o, Mapping)
-        ),
     )
 
 

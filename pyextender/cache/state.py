@@ -27,7 +27,6 @@ class PodRecord:
 
     pod: PodInfo
     node: int
-    vector: IntArray
     assumed: bool
 
 
@@ -91,8 +90,6 @@ class ClusterState:
         pad = np.zeros((self.alloc.shape[0], 1), dtype=np.int64)
         self.alloc = np.hstack([self.alloc, pad])
         self.used = np.hstack([self.used, pad.copy()])
-        for rec in self.pods.values():
-            rec.vector = np.append(rec.vector, 0)
         return col
 
     def vector(self, requests: dict[str, int]) -> IntArray:
@@ -170,7 +167,9 @@ class ClusterState:
             self.remove_pod(pod.uid)
         vec = self.vector(pod.requests)
         self.used[row] += vec
-        self.pods[pod.uid] = PodRecord(pod=pod, node=row, vector=vec, assumed=assumed)
+        # The request vector is not kept per pod (50,000 small arrays cost megabytes);
+        # removal recomputes it from the requests, which never change.
+        self.pods[pod.uid] = PodRecord(pod=pod, node=row, assumed=assumed)
         self.gpu.add_pod(row, pod)
         self.generation += 1
         return True
@@ -180,7 +179,7 @@ class ClusterState:
         if rec is None:
             return None
         if self.live[rec.node]:
-            self.used[rec.node] -= rec.vector
+            self.used[rec.node] -= self.vector(rec.pod.requests)
             self.gpu.remove_pod(rec.node, rec.pod)
         self.generation += 1
         return rec
