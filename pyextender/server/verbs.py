@@ -247,7 +247,8 @@ class Extender:
                 key, args.Node, "conflict", f"pod {key} is already bound to {pod.node_name}"
             )
         held = self.cache.state.pods.get(pod.uid)
-        gpus = ""
+        # a retried bind to the same node keeps the GPUs chosen the first time
+        gpus = held.pod.annotations.get(GPU_INDEX_ANNOTATION, "") if held else ""
         if held is None or held.node != row:
             # Final guard: the node must still fit, counting binds in flight.
             outcome = self.profile.filter(self._context(pod), np.asarray([row], dtype=np.int64))

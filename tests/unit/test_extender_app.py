@@ -252,3 +252,17 @@ def test_decisions_say_why(c: Client) -> None:
     assert (
         big["feasible"] == 0 and big["unresolvable"] == 1 and "nvidia.com/gpu" in big["reasons"][0]
     )
+
+
+def test_bind_records_gpus_on_the_binding_and_keeps_them_on_retry(c: Client) -> None:
+    c.cache.pod_event("ADDED", _pod("g", 4))
+    assert _bind(c, "g", "n8") == (200, {"Error": ""})
+    chosen = c.binder.annotations["ns/g"]["pyextender.io/gpu-index"]
+    assert len(chosen.split(",")) == 4
+    # a retry while the first bind's pod is still only assumed here keeps the same GPUs
+    held = c.cache.state.pods["uid-g"]
+    c.binder.bound.clear()
+    c.binder.annotations.clear()
+    assert held.assumed
+    assert _bind(c, "g", "n8") == (200, {"Error": ""})
+    assert c.binder.annotations["ns/g"]["pyextender.io/gpu-index"] == chosen
