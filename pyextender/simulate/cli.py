@@ -19,9 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from pyextender.simulate.trace import NodeRow, PodRow, TraceError, load_nodes, load_pods
+from pyextender.simulate.trace import (
+    NodeRow,
+    PodRow,
+    TraceError,
+    default_traces,
+    load_nodes,
+    load_pods,
+)
 
-DEFAULT_TRACES = Path(os.environ.get("PYEXTENDER_TRACES", "/work/shared/traces"))
+DEFAULT_TRACES = default_traces()
 
 # (json key, column, curve) reported per policy
 METRICS: tuple[tuple[str, int, str], ...] = (

@@ -8,8 +8,18 @@ GPU count, milli-GPU per GPU and accepted models.
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass
 from pathlib import Path
+
+
+def default_traces() -> Path:
+    """Where the openb trace lives: ``$PYEXTENDER_TRACES``, else ``shared/traces``
+    beside the checkout (the project's layout; CI clones next to ``shared/``)."""
+    env = os.environ.get("PYEXTENDER_TRACES")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[3] / "shared" / "traces"
 
 
 class TraceError(ValueError):
