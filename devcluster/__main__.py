@@ -1,4 +1,4 @@
-"""python -m devcluster up|down|status|sidecar"""
+"""python -m devcluster up|down|status|build"""
 
 from __future__ import annotations
 
@@ -32,11 +32,24 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--sidecar", action="store_true", help="also run the pyextender sidecar")
     sub.add_parser("down", help="stop every process of the cluster")
     sub.add_parser("status", help="print the cluster's state as JSON")
-    sub.add_parser("build", help="only build/cached-check the binaries")
+    bld = sub.add_parser(
+        "build",
+        help="build the upstream binaries that are missing from the cache",
+        description=(
+            "Build etcd, kube-apiserver, kube-scheduler, kubectl and kwok from the "
+            "wrapper Go modules into the binary cache ($PYEXTENDER_BIN_CACHE, default "
+            "~/.cache/pyextender/bin), one folder per component and version. Each binary "
+            "is checked to run (--version) before it enters the cache."
+        ),
+    )
+    bld.add_argument(
+        "--only", action="append", metavar="NAME", help="build only this binary (repeatable)"
+    )
+    bld.add_argument("--force", action="store_true", help="rebuild even if cached")
     args = p.parse_args(argv)
     cluster = Cluster(args.name)
     if args.cmd == "build":
-        for name, path in ensure_binaries().items():
+        for name, path in ensure_binaries(only=args.only, force=args.force).items():
             print(f"{name}: {path}")
         return 0
     if args.cmd == "up":
