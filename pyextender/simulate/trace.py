@@ -2,7 +2,10 @@
 
 Only the columns the replay protocol uses are kept (REPLAY.md §1): nodes by
 CPU (milli-cores), memory (MiB), GPU count and model; pods by CPU, memory,
-GPU count, milli-GPU per GPU and accepted models.
+GPU count, milli-GPU per GPU and accepted models. Every pod list of the
+family loads: only ``POD_COLUMNS`` are required; ``gpu_spec`` (empty = any
+model) and the columns the protocol ignores (``qos``, ``pod_phase``, times)
+are optional, as in the reference simulator (REPLAY.md §8).
 """
 
 from __future__ import annotations
@@ -74,8 +77,13 @@ def _int(row: dict[str, str], key: str, path: Path, line: int) -> int:
         raise TraceError(f"{path}:{line}: column {key}: not an integer: {raw!r}") from exc
 
 
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+"""Required pod columns; ``gpu_spec`` is read when present."""
+
+
 def load_nodes(path: Path) -> list[NodeRow]:
-    rows = _read(path, ("sn", "cpu_milli", "memory_mib", "gpu", "model"))
+    rows = _read(path, NODE_COLUMNS)
     return [
         NodeRow(
             name=r["sn"],
@@ -89,7 +97,7 @@ def load_nodes(path: Path) -> list[NodeRow]:
 
 
 def load_pods(path: Path) -> list[PodRow]:
-    rows = _read(path, ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec"))
+    rows = _read(path, POD_COLUMNS)
     out = []
     for i, r in enumerate(rows):
         spec = tuple(s for s in (r.get("gpu_spec") or "").split("|") if s)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from pyextender.simulate.protocol import (
     TUNE_RATIO,
@@ -14,7 +16,14 @@ from pyextender.simulate.protocol import (
     node_order,
     task_classes,
 )
-from pyextender.simulate.trace import NodeRow, PodRow, default_traces, load_nodes, load_pods
+from pyextender.simulate.trace import (
+    NodeRow,
+    PodRow,
+    TraceError,
+    default_traces,
+    load_nodes,
+    load_pods,
+)
 
 TRACES = default_traces()
 
@@ -77,6 +86,28 @@ def test_openb_trace_has_35_task_classes_and_the_documented_mix() -> None:
     assert classes.weight_sum >= 0.95 * len(pods)
     seq = arrival_sequence(pods, 6212, 42)
     assert 10_500 < len(seq) < 11_100  # "about 10.8k pods"
+
+
+def test_every_pod_list_of_the_family_loads() -> None:
+    # multigpu30 has only the five required columns (REPLAY.md §8)
+    pods = load_pods(TRACES / "openb_pod_list_multigpu30.csv")
+    assert len(pods) == 8508
+    assert all(p.gpu_spec == () for p in pods)
+    assert sum(1 for p in pods if p.num_gpu > 1) == 112 + 83 + 236
+    spec = load_pods(TRACES / "openb_pod_list_gpuspec20.csv")
+    assert sum(1 for p in spec if p.gpu_spec) == 1444
+    for name in ("cpu250", "gpushare40", "gpushare80"):
+        assert load_pods(TRACES / f"openb_pod_list_{name}.csv")
+
+
+def test_loader_requires_only_the_five_columns(tmp_path: Path) -> None:
+    ok = tmp_path / "ok.csv"
+    ok.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,4000,100,1,500\n")
+    assert load_pods(ok) == [PodRow("p1", 4000, 100, 1, 500, ())]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,cpu_milli,memory_mib,gpu_milli\np1,4000,100,500\n")
+    with pytest.raises(TraceError, match=r"missing column.*num_gpu"):
+        load_pods(bad)
 
 
 def test_tiny_replay_places_what_fits() -> None:
