@@ -25,8 +25,12 @@ _DECIMAL = {
 _PATTERN = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 
 
+MAX_AMOUNT = 2**63 - 1
+"""Largest amount a column holds (numpy int64); Kubernetes caps quantities the same way."""
+
+
 class QuantityError(ValueError):
-    """A string that is not a Kubernetes quantity."""
+    """A string that is not a Kubernetes quantity, or one too large to hold."""
 
 
 def parse_quantity(value: str | int | float) -> Decimal:
@@ -34,7 +38,10 @@ def parse_quantity(value: str | int | float) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"quantity must be a string or number, got {value!r}")
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        number = Decimal(str(value))
+        if not number.is_finite():
+            raise QuantityError(f"invalid quantity {value!r}: not a finite number")
+        return number
     if not isinstance(value, str):
         raise QuantityError(f"quantity must be a string or number, got {type(value).__name__}")
     match = _PATTERN.match(value.strip())
@@ -50,12 +57,21 @@ def parse_quantity(value: str | int | float) -> Decimal:
     return base * _DECIMAL[suffix]
 
 
+def _bounded(value: str | int | float, scaled: Decimal, unit: str) -> int:
+    n = int(scaled.to_integral_value(rounding="ROUND_CEILING"))
+    if abs(n) > MAX_AMOUNT:
+        raise QuantityError(
+            f"quantity {value!r} is too large: in {unit} it exceeds the largest supported "
+            f"amount, {MAX_AMOUNT} (2^63-1)"
+        )
+    return n
+
+
 def to_milli(value: str | int | float) -> int:
     """Quantity in thousandths, rounded up (as Kubernetes rounds CPU requests)."""
-    q = parse_quantity(value) * 1000
-    return int(q.to_integral_value(rounding="ROUND_CEILING"))
+    return _bounded(value, parse_quantity(value) * 1000, "milli-units")
 
 
 def to_int(value: str | int | float) -> int:
     """Quantity in base units, rounded up."""
-    return int(parse_quantity(value).to_integral_value(rounding="ROUND_CEILING"))
+    return _bounded(value, parse_quantity(value), "units")

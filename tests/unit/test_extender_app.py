@@ -233,6 +233,19 @@ def test_bad_input(
     assert code == status and needle in reply["Error"]
 
 
+@pytest.mark.parametrize("quantity", ["1E30", "99999999999999999999Ei", "9223372036854775808"])
+def test_quantity_overflow_is_a_400_naming_the_resource(c: Client, quantity: str) -> None:
+    pod = _pod("huge", 1)
+    pod["spec"]["containers"][0]["resources"]["requests"]["memory"] = quantity
+    for verb in ("/filter", "/prioritize"):
+        code, reply = c.call(verb, json.dumps({"Pod": pod, "NodeNames": ["n8"]}).encode())
+        assert code == 400, reply
+        assert "memory" in reply["Error"] and "too large" in reply["Error"]
+    # and the server keeps serving
+    code, body = c.call("/filter", json.dumps({"Pod": _pod("p", 1), "NodeNames": ["n8"]}).encode())
+    assert code == 200 and body["NodeNames"] == ["n8"]
+
+
 def test_probes(c: Client) -> None:
     assert c.call("/healthz", b"", "GET") == (200, "ok")
     assert c.call("/readyz", b"", "GET")[0] == 200

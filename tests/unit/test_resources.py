@@ -45,6 +45,21 @@ def test_bad_quantity_names_it(bad: str) -> None:
         to_milli(bad)
 
 
+@pytest.mark.parametrize(
+    "huge", ["1E30", "9223372036854775808", "8Ei", 1e300, float("inf"), float("nan")]
+)
+def test_quantities_beyond_int64_are_errors_not_overflows(huge: str | float) -> None:
+    with pytest.raises(QuantityError, match="too large|not a finite"):
+        to_int(huge)
+    with pytest.raises(QuantityError):
+        to_milli(huge)
+
+
+def test_largest_quantities_still_fit() -> None:
+    assert to_int("9223372036854775807") == 2**63 - 1
+    assert to_milli("9223372036854775807m") == 2**63 - 1
+
+
 def _c(**req: str) -> dict[str, object]:
     return {"name": "c", "resources": {"requests": req}}
 
