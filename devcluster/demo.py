@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 import urllib.request
@@ -26,7 +27,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from devcluster.cluster import Cluster
+from devcluster.build import KUBE_VERSION, binary_path
+from devcluster.cluster import Cluster, ClusterState
 from devcluster.controllers import enable_controllers
 from devcluster.nodes import NodeShape
 from devcluster.webhook import enable_webhook
@@ -127,6 +129,37 @@ def _table(
     return t
 
 
+_PY_GET = (
+    "python3 -c 'import sys,urllib.request as u;"
+    "sys.stdout.write(u.urlopen(sys.argv[1]).read().decode())'"
+)
+"""curl's stand-in where curl is not installed."""
+
+
+def inspect_commands(st: ClusterState, name: str, pod: str) -> list[str]:
+    """The commands ``make run`` prints at the end, in order; each works when pasted
+    into a shell in the repository (tests/e2e/test_demo.py runs every one).
+
+    kubectl is the one devcluster built (same version as the API server), put first
+    on PATH, so nothing has to be installed by hand.
+    """
+    kubectl_dir = binary_path("kubectl").parent
+    curl = "curl -s" if shutil.which("curl") else _PY_GET
+    return [
+        f"export KUBECONFIG={st.kubeconfig}",
+        f"export PATH={kubectl_dir}:$PATH    # kubectl {KUBE_VERSION}, built by devcluster",
+        "kubectl get pods -n demo -o wide",
+        "kubectl get vcjob,podgroups -n demo",
+        "kubectl get queues",
+        f"kubectl describe pod -n demo {pod}    # Events: FailedScheduling says why",
+        "kubectl get nodes -L pyextender.io/supernode",
+        f"{curl} {st.extender_url}/metrics | grep ^pyextender_",
+        f"{curl} '{st.extender_url}/debug/decisions?pod=demo/{pod}'",
+        f"make cluster-status NAME={name}    # processes, ports; logs in {st.logs}/",
+        f"make cluster-down NAME={name}    # stops every process of the cluster",
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m devcluster.demo", description=__doc__)
     ap.add_argument("--name", default="demo", help="cluster name (default %(default)s)")
@@ -182,23 +215,14 @@ def main(argv: list[str] | None = None) -> int:
                 break
             time.sleep(0.5)
 
-    kc = st.kubeconfig
     console.print(
         "\n(kwok's fake nodes finish pods owned by a Job right after they start, so the "
         "Volcano Jobs complete at once; their gangs were still placed whole.)\n"
-        "\n[bold]The cluster keeps running.[/] Look around:\n"
-        f"  export KUBECONFIG={kc}\n"
-        "  kubectl get pods -n demo -o wide\n"
-        "  kubectl get vcjobs,podgroups -n demo; kubectl get queues\n"
-        "  kubectl describe pod -n demo <pending pod>     # FailedScheduling says why\n"
-        "  kubectl get nodes -L pyextender.io/supernode\n"
-        f"  curl -s {st.extender_url}/metrics | grep ^pyextender_\n"
-        f"  curl -s '{st.extender_url}/debug/decisions?pod=demo/train-0'\n"
-        f"  logs: {st.logs}/\n"
-        "Stop it (no process left behind):\n"
-        f"  make cluster-down NAME={args.name}"
-        f"     (or: python -m devcluster --name {args.name} down)"
+        "\n[bold]The cluster keeps running.[/] Look around (copy and paste):"
     )
+    pending = sorted(p.metadata.name for p in pods if not p.spec.node_name)
+    for line in inspect_commands(st, args.name, pending[0] if pending else "train-0"):
+        console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
     return 0
 
 

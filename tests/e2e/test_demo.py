@@ -1,0 +1,96 @@
+"""``make run``'s demo, as a user meets it: it comes up, and what it prints works.
+
+Runs the demo's entry point (the same one ``make run`` calls) on a cluster of
+its own, reads the commands it prints at the end, and runs every one of them
+in a shell from the repository, in order, as if pasted: kubectl (the one
+devcluster built), curl on the sidecar, ``make cluster-status`` and finally
+``make cluster-down``, after which no process of the cluster may be left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devcluster.cluster import Cluster, _alive
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+MARK = "=====8<===== "
+
+
+def _printed_commands(stdout: str) -> list[str]:
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "Look around" in line)
+    return [line.strip() for line in lines[start + 1 :] if line.strip()]
+
+
+def _without_comment(cmd: str) -> str:
+    return cmd.split("    # ", 1)[0].strip()
+
+
+def test_make_run_comes_up_and_every_printed_command_works(tmp_path: Path) -> None:
+    name = f"demo-{os.getpid()}"
+    env = dict(os.environ, PYEXTENDER_DEVCLUSTER_DIR=str(tmp_path), COLUMNS="200")
+    cluster = Cluster(name, root=tmp_path)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "devcluster.demo", "--name", name, "--timeout", "40"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=420,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "sidecar ready" in proc.stdout and "admission webhook ready" in proc.stdout
+        commands = _printed_commands(proc.stdout)
+        assert commands[-1].startswith(f"make cluster-down NAME={name}")
+        st = cluster.state
+        assert st is not None
+        pids = list(st.pids.values())
+
+        # one shell, commands in the printed order, each output fenced off
+        script = ["set -euo pipefail"]
+        for cmd in commands:
+            script.append(f"echo '{MARK}{cmd}'")
+            script.append(cmd)
+        run = subprocess.run(
+            ["bash", "-c", "\n".join(script)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert run.returncode == 0, f"a printed command failed:\n{run.stdout[-3000:]}\n{run.stderr}"
+        outputs = {
+            _without_comment(chunk.split("\n", 1)[0]): chunk.split("\n", 1)[1]
+            if "\n" in chunk
+            else ""
+            for chunk in run.stdout.split(MARK)[1:]
+        }
+        assert len(outputs) == len(commands), "a printed command produced no fenced output"
+        pods = outputs["kubectl get pods -n demo -o wide"]
+        assert "train-0" in pods and "kwok-node-" in pods
+        vcjobs = outputs["kubectl get vcjob,podgroups -n demo"]
+        assert "job.batch.volcano.sh/pretrain" in vcjobs and "job.batch.volcano.sh/sweep" in vcjobs
+        assert "default" in outputs["kubectl get queues"]
+        describe = next(v for k, v in outputs.items() if k.startswith("kubectl describe pod"))
+        assert "Namespace:" in describe and "demo" in describe
+        assert "SUPERNODE" in outputs["kubectl get nodes -L pyextender.io/supernode"]
+        metrics = next(v for k, v in outputs.items() if k.endswith("grep ^pyextender_"))
+        assert "pyextender_verb_requests_total" in metrics
+        decisions = next(v for k, v in outputs.items() if "/debug/decisions" in k)
+        assert isinstance(json.loads(decisions), list)
+        status = next(v for k, v in outputs.items() if k.startswith("make cluster-status"))
+        assert '"running": true' in status
+        assert not [p for p in pids if _alive(p)], "make cluster-down left processes"
+    finally:
+        cluster.down(quiet=True)
