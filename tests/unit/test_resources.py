@@ -49,7 +49,7 @@ def test_bad_quantity_names_it(bad: str) -> None:
     "huge", ["1E30", "9223372036854775808", "8Ei", 1e300, float("inf"), float("nan")]
 )
 def test_quantities_beyond_int64_are_errors_not_overflows(huge: str | float) -> None:
-    with pytest.raises(QuantityError, match="too large|not a finite"):
+    with pytest.raises(QuantityError, match=r"too large|not a finite"):
         to_int(huge)
     with pytest.raises(QuantityError):
         to_milli(huge)
