@@ -30,6 +30,7 @@ from pyextender.kernels.jit import LoopKernel, compile_kernel
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
+Ints = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 
 MILLI = 1000
 NO_FIT = -(2**62)
@@ -223,89 +224,122 @@ def fgd_scores_python(
     return _run(None, nodes, classes, req_cpu, req_milli, req_num)
 
 
-def _weighted_frag(free: I64, cpu: I64, model: I32, classes: TaskClasses) -> I64:
-    """W for each leading index of ``free`` [..., G] with ``cpu`` and ``model`` [...]."""
-    u = classes.milli
-    total = free.sum(axis=-1)
-    fits = free[..., :, None] >= u  # [..., G, M]
-    cnt = fits.sum(axis=-2)
-    low = np.where(fits, 0, free[..., :, None]).sum(axis=-2)
-    model_ok = (classes.model_mask == 0) | (
-        (model[..., None] >= 0) & ((classes.model_mask >> np.maximum(model, 0)[..., None]) & 1 == 1)
-    )
+def _class_state(
+    free: I64, real: npt.NDArray[np.bool_], classes: TaskClasses
+) -> tuple[I64, I64, I64]:
+    """Per node and class: GPUs that fit u_m, free milli on the others; and total free.
+
+    ``free`` [n, G] (0 beyond the node's GPUs, which ``real`` marks) -> cnt, low [n, M], total [n].
+    """
+    fits = (free[:, :, None] >= classes.milli) & real[:, :, None]  # [n, G, M]
+    cnt: I64 = fits.sum(axis=1)
+    low: I64 = np.where(fits, 0, free[:, :, None]).sum(axis=1)
+    total: I64 = free.sum(axis=1)
+    return cnt, low, total
+
+
+def _model_ok(model: I32, classes: TaskClasses) -> npt.NDArray[np.bool_]:
+    """[n, M]: class m accepts the node's model (mask 0 = any; unknown model only then)."""
+    bit = (classes.model_mask >> np.maximum(model, 0)[:, None].astype(np.int64)) & 1
+    ok: npt.NDArray[np.bool_] = (classes.model_mask == 0) | ((model[:, None] >= 0) & (bit == 1))
+    return ok
+
+
+def _frag_of(
+    cnt: Ints,
+    low: Ints,
+    total: Ints,
+    cpu: I64,
+    model_ok: npt.NDArray[np.bool_],
+    classes: TaskClasses,
+) -> I64:
+    """W = Σ_m w_m·(low if m fits else total); leading shapes of cnt/low/total/cpu broadcast."""
     ok = (classes.num > 0) & (cpu[..., None] >= classes.cpu) & (cnt >= classes.num) & model_ok
-    per_class = np.where(ok, low, total[..., None])
-    result: I64 = (per_class * classes.weight).sum(axis=-1)
+    per_class = np.where(ok, low, total[..., None]).astype(np.float64)
+    # a BLAS dot product; exact, as every partial sum is an integer below 2**53
+    result: I64 = (per_class @ classes.weight.astype(np.float64)).astype(np.int64)
     return result
+
+
+def _prepare_numpy(nodes: FgdInput) -> tuple[I64, npt.NDArray[np.bool_], I64]:
+    """Free milli [n, G] cut to the widest node (0 beyond each node's GPUs), mask, CPU."""
+    count = nodes.count.astype(np.int64)
+    width = max(int(count.max(initial=0)), 1)
+    real = np.arange(width) < count[:, None]
+    free = np.where(real, nodes.free_milli[:, :width].astype(np.int64), 0)
+    return free, real, nodes.free_cpu.astype(np.int64)
 
 
 def fgd_scores_numpy(
     nodes: FgdInput, classes: TaskClasses, req_cpu: int, req_milli: I64, req_num: int
 ) -> FgdResult:
-    """Vectorised numpy reference over nodes × GPUs × classes."""
-    free = nodes.free_milli.astype(np.int64)
-    n, stride = free.shape
-    cols = np.arange(stride)
-    free = np.where(cols < nodes.count[:, None], free, 0)
-    cpu = nodes.free_cpu.astype(np.int64)
-    model = nodes.model
-    before = _weighted_frag(free, cpu, model, classes)
+    """Vectorised numpy reference: per-class state [n, M] once, then the change each
+    placement makes to it (one GPU for a share: [n, G, M]), as the kernel does."""
+    free, real, cpu = _prepare_numpy(nodes)
+    n = free.shape[0]
+    ok_model = _model_ok(nodes.model, classes)
+    cnt, low, total = _class_state(free, real, classes)
+    before = _frag_of(cnt, low, total, cpu, ok_model, classes)
     cpu2 = cpu - req_cpu
-    gpu = np.full(n, -1, dtype=np.int32)
     u = req_milli.astype(np.int64)
+    gpu = np.full(n, -1, dtype=np.int32)
     if req_num == 0:
-        delta = before - _weighted_frag(free, cpu2, model, classes)
-    elif req_num == 1:
-        sharing = u < MILLI
-        per_gpu = _per_gpu_delta(free, nodes.count, cpu2, model, classes, before, u)
-        best_j = per_gpu.argmax(axis=1)
+        delta = before - _frag_of(cnt, low, total, cpu2, ok_model, classes)
+        return FgdResult(before, delta.astype(np.int64), gpu)
+    if req_num == 1:
+        per_gpu = _per_gpu(free, real, cnt, low, total, cpu2, ok_model, classes, before, u)
+        best_j = per_gpu.argmax(axis=1)  # first maximum: lowest index on ties, as the kernel
         best = per_gpu[np.arange(n), best_j]
-        delta = np.where(sharing, best, NO_FIT)
-        gpu = np.where(sharing & (best > NO_FIT), best_j, -1).astype(np.int32)
-        whole_rows = u == MILLI  # a memory share as large as the GPU; > MILLI never fits
-        if whole_rows.any():
-            whole = _whole_delta(free, cpu2, model, classes, before, 1)
-            delta = np.where(whole_rows, whole, delta)
+        gpu = np.where(best > NO_FIT, best_j, -1).astype(np.int32)
     else:
-        delta = _whole_delta(free, cpu2, model, classes, before, req_num)
-        delta = np.where(u <= MILLI, delta, NO_FIT)
+        best = np.full(n, NO_FIT, dtype=np.int64)
+    # whole GPUs (k ≥ 2, or one GPU share of a full GPU): k wholly free GPUs leave the
+    # count of every class (u_m ≤ MILLI) and add nothing to low
+    whole = (free >= MILLI).sum(axis=1)
+    after = _frag_of(cnt - req_num, low, total - req_num * MILLI, cpu2, ok_model, classes)
+    whole_delta = np.where((whole >= req_num) & (u <= MILLI), before - after, NO_FIT)
+    sharing = (req_num == 1) & (u < MILLI)
+    delta = np.where(sharing, best, whole_delta)
+    gpu = np.where(sharing, gpu, -1).astype(np.int32)
     return FgdResult(before, delta.astype(np.int64), gpu)
 
 
-def _whole_delta(
-    free: I64, cpu2: I64, model: I32, classes: TaskClasses, before: I64, k: int
+def _per_gpu(
+    free: I64,
+    real: npt.NDArray[np.bool_],
+    cnt: I64,
+    low: I64,
+    total: I64,
+    cpu2: I64,
+    ok_model: npt.NDArray[np.bool_],
+    classes: TaskClasses,
+    before: I64,
+    u: I64,
 ) -> I64:
-    """Δ of taking the k lowest wholly free GPUs on each node (NO_FIT when too few)."""
-    whole = free >= MILLI
-    rank = np.cumsum(whole, axis=1)
-    take = whole & (rank <= k)
-    after = _weighted_frag(np.where(take, 0, free), cpu2, model, classes)
-    result: I64 = np.where(whole.sum(axis=1) >= k, before - after, NO_FIT)
-    return result
-
-
-def _per_gpu_delta(
-    free: I64, count: I32, cpu2: I64, model: I32, classes: TaskClasses, before: I64, u: I64
-) -> I64:
-    """Δ of putting a u-milli share on each GPU: [n, G], NO_FIT where it does not fit."""
-    n, stride = free.shape
-    trial = np.broadcast_to(free[:, None, :], (n, stride, stride)).copy()
-    eye = np.eye(stride, dtype=bool)
-    trial[:, eye] -= u[:, None]
-    fits = (free >= u[:, None]) & (np.arange(stride) < count[:, None])
-    after = _weighted_frag(
-        trial, np.repeat(cpu2[:, None], stride, 1), np.repeat(model[:, None], stride, 1), classes
-    )
+    """Δ of a u-milli share on each GPU [n, G] (NO_FIT where it does not fit): moving GPU
+    j from g to g − u changes only that GPU's term in cnt and low of each class."""
+    # int32 is exact here (milli-GPU of one node, GPU counts) and halves memory traffic
+    g = free[:, :, None].astype(np.int32)  # [n, G, 1]
+    g2 = g - u[:, None, None].astype(np.int32)
+    um = classes.milli.astype(np.int32)
+    fit_g, fit_g2 = g >= um, g2 >= um  # [n, G, M]
+    a = cnt[:, None, :].astype(np.int32) - fit_g + fit_g2
+    b = low[:, None, :].astype(np.int32) - np.where(fit_g, 0, g) + np.where(fit_g2, 0, g2)
+    after = _frag_of(a, b, (total - u)[:, None], cpu2[:, None], ok_model[:, None, :], classes)
+    fits = (free >= u[:, None]) & real
     result: I64 = np.where(fits, before[:, None] - after, NO_FIT)
     return result
 
 
 def fgd_gpu_deltas(nodes: FgdInput, classes: TaskClasses, req_cpu: int, req_milli: I64) -> I64:
-    """Δ of a sharing pod on every GPU of every node ([n, G]); used to pick the GPU at bind."""
-    free = nodes.free_milli.astype(np.int64)
-    free = np.where(np.arange(free.shape[1]) < nodes.count[:, None], free, 0)
-    cpu = nodes.free_cpu.astype(np.int64)
-    before = _weighted_frag(free, cpu, nodes.model, classes)
-    return _per_gpu_delta(
-        free, nodes.count, cpu - req_cpu, nodes.model, classes, before, req_milli.astype(np.int64)
-    )
+    """Δ of a sharing pod on every GPU slot of every node ([n, stride], NO_FIT beyond the
+    node's GPUs and where it does not fit); used to pick the GPU at bind."""
+    free, real, cpu = _prepare_numpy(nodes)
+    ok_model = _model_ok(nodes.model, classes)
+    cnt, low, total = _class_state(free, real, classes)
+    before = _frag_of(cnt, low, total, cpu, ok_model, classes)
+    u = req_milli.astype(np.int64)
+    per_gpu = _per_gpu(free, real, cnt, low, total, cpu - req_cpu, ok_model, classes, before, u)
+    out = np.full(nodes.free_milli.shape, NO_FIT, dtype=np.int64)
+    out[:, : per_gpu.shape[1]] = per_gpu
+    return out

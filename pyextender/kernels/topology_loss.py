@@ -374,3 +374,25 @@ def topology_numpy(
         quality = 1.0 / ndom
     score = np.where(fits, weight * quality - loss_weight * (loss / (w_sum * count)), -np.inf)
     return TopologyResult(chosen.astype(np.int64), ndom, loss.astype(np.int64), score)
+
+
+def topology_numpy_dedup(
+    free_mask: I64,
+    layout: I32,
+    layouts: Layouts,
+    k: int,
+    sizes: I64,
+    size_w: I64,
+    weight: float = 1.0,
+    loss_weight: float = 1.0,
+) -> TopologyResult:
+    """The numpy reference over distinct (layout, free mask) pairs only, scattered back:
+    the same deduplication the kernel's memo gives it, done the numpy way (np.unique)."""
+    key = (layout.astype(np.int64) << 32) | free_mask.astype(np.int64)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    res = topology_numpy(
+        free_mask[first], layout[first], layouts, k, sizes, size_w, weight, loss_weight
+    )
+    return TopologyResult(
+        res.mask[inverse], res.domains[inverse], res.loss[inverse], res.score[inverse]
+    )

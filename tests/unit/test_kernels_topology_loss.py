@@ -8,7 +8,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyextender.kernels.topology_loss import Layouts, TopologyKernel, topology_numpy
+from pyextender.kernels.topology_loss import (
+    Layouts,
+    TopologyKernel,
+    topology_numpy,
+    topology_numpy_dedup,
+)
 
 STRIDE = 16
 LAYOUTS = [
@@ -58,7 +63,8 @@ def test_kernel_matches_references(
     fast = SHARED.run(masks, layout, layouts, k, sizes, weights, *w)
     for ref in (kern.run(masks, layout, layouts, k, sizes, weights, *w),
                 kern.run_python(masks, layout, layouts, k, sizes, weights, *w),
-                topology_numpy(masks, layout, layouts, k, sizes, weights, *w)):  # fmt: skip
+                topology_numpy(masks, layout, layouts, k, sizes, weights, *w),
+                topology_numpy_dedup(masks, layout, layouts, k, sizes, weights, *w)):  # fmt: skip
         assert np.array_equal(fast.mask, ref.mask)
         assert np.array_equal(fast.domains, ref.domains)
         assert np.array_equal(fast.loss, ref.loss)
