@@ -1,0 +1,58 @@
+"""Framework mode's gang barrier: the Permit decision.
+
+The HTTP front end holds gang members inside its bind verb (barrier.py). In
+framework mode kube-scheduler itself holds them, in Permit, and the shim asks
+us, member by member, whether the gang is ready. A member counts when it is
+bound, reserved here, or waiting in the caller's Permit; the last case lets a
+restarted sidecar (whose reservations were in memory) still count members
+that kube-scheduler kept waiting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pyextender.api.objects import PodInfo
+from pyextender.cache.cluster import ClusterCache
+
+
+@dataclass(frozen=True, slots=True)
+class Quorum:
+    gang: str
+    """PodGroup key "namespace/name"; "" for a pod of no group."""
+    ready: int
+    """Members bound, reserved or waiting, this pod included."""
+    min_member: int
+    """minMember of the PodGroup (0 when it is not a gang)."""
+
+    @property
+    def reached(self) -> bool:
+        return self.ready >= self.min_member
+
+    def reason(self, timeout_s: float) -> str:
+        return (
+            f"gang {self.gang}: {self.ready}/{self.min_member} members reserved; "
+            f"waiting up to {timeout_s:.0f}s for the rest"
+        )
+
+
+def quorum(cache: ClusterCache, pod: PodInfo, waiting: Iterable[str]) -> Quorum:
+    """How many members of ``pod``'s gang may bind now, counting ``pod`` itself."""
+    key = cache.group_of(pod)
+    group = cache.groups.get(key) if key else None
+    if group is None or group.min_member <= 1:
+        # no gang to wait for (a pod of an unknown PodGroup is never gated to here:
+        # the enqueue action lifts the gate only for admitted groups)
+        return Quorum(key, 1, 0)
+    counted = {pod.uid, *waiting}
+    held = cache.state.pods
+    for uid in cache.members.get(key, ()):
+        member = cache.pods_by_uid.get(uid)
+        if member is not None and member.node_name and not member.deleting:
+            counted.add(uid)
+            continue
+        rec = held.get(uid)
+        if rec is not None and rec.assumed:
+            counted.add(uid)
+    return Quorum(key, len(counted), group.min_member)

@@ -1,0 +1,279 @@
+"""The gRPC front end, against the real grpc.aio server in-process (over a Unix socket).
+
+Round trips of every method, the same verdicts as the HTTP verbs, the Permit
+quorum, bad messages (INVALID_ARGUMENT naming the field, server keeps serving),
+deadlines, health checking and reflection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from pyextender.api.extender import ExtenderArgs
+from pyextender.cache.cluster import ClusterCache
+from pyextender.framework.runtime import build_profile
+from pyextender.plugins.defaults import load, plugins_of
+from pyextender.server.grpc_server import GrpcOptions, GrpcServer
+from pyextender.server.grpc_service import SERVICE, SchedulerService
+from pyextender.server.http import ExtenderApp
+from pyextender.server.metrics import Metrics
+from pyextender.server.proto_gen.pyextender.v1 import scheduler_pb2 as pb
+from pyextender.server.proto_gen.pyextender.v1 import scheduler_pb2_grpc as pb_grpc
+from pyextender.server.verbs import Extender
+from tests.unit.test_extender_app import FakeBinder, _node
+
+GANG_TIMEOUT = 7.0
+
+
+def _pod(name: str, gpus: int, group: str = "", scheduler: str = "volcano") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
+    if group:
+        meta["annotations"] = {"scheduling.k8s.io/group-name": group}
+    return {
+        "metadata": {**meta, "resourceVersion": "1"},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def _group(name: str, min_member: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"minMember": min_member},
+        "status": {"phase": "Inqueue"},
+    }
+
+
+def _ref(name: str) -> pb.PodRef:
+    return pb.PodRef(uid=f"uid-{name}", namespace="ns", name=name, resource_version="1")
+
+
+class Sidecar:
+    """An Extender and its gRPC server on a loop in a background thread."""
+
+    def __init__(self, socket: Path) -> None:
+        self.cache = ClusterCache()
+        self.cache.replace_nodes([_node("n8", 8), _node("n4", 4)])
+        self.cache.replace_pods([])
+        self.cache.replace_groups([])
+        self.binder = FakeBinder()
+        metrics = Metrics()
+        profile = build_profile(plugins_of(load(None)), metrics.observe_plugin)
+        self.ext = Extender(self.cache, profile, self.binder, metrics)
+        self.ready = True
+        self.server = GrpcServer(
+            SchedulerService(self.ext, GANG_TIMEOUT),
+            GrpcOptions(socket=str(socket)),
+            lambda: (self.ready, "test"),
+        )
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.run(self.server.start())
+        self.channel = grpc.insecure_channel(f"unix://{socket}")
+        self.stub = pb_grpc.SchedulerStub(self.channel)
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
+
+    def add(self, *pods: dict[str, Any]) -> None:
+        for p in pods:
+            self.cache.pod_event("ADDED", p)
+
+    def close(self) -> None:
+        self.channel.close()
+        self.run(self.server.stop(0))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+@pytest.fixture
+def sc(tmp_path: Path) -> Iterator[Sidecar]:
+    s = Sidecar(tmp_path / "sched.sock")
+    yield s
+    s.close()
+
+
+def test_filter_matches_the_http_verb(sc: Sidecar) -> None:
+    sc.add(_pod("p", 8))
+    names = ["n8", "n4", "ghost"]
+    reply = sc.stub.Filter(pb.FilterRequest(pod=_ref("p"), node_names=names), timeout=5)
+    assert reply.status.code == pb.SUCCESS
+    got = {r.node_name: (r.code, r.reason) for r in reply.rejected}
+    http = sc.ext.filter(ExtenderArgs(Pod=_pod("p", 8), NodeNames=names))
+    assert got == {
+        **{n: (pb.UNSCHEDULABLE, r) for n, r in (http.FailedNodes or {}).items()},
+        **{
+            n: (pb.UNSCHEDULABLE_AND_UNRESOLVABLE, r)
+            for n, r in (http.FailedAndUnresolvableNodes or {}).items()
+        },
+    }
+    assert set(names) - set(got) == set(http.NodeNames or []) == {"n8"}
+
+
+def test_score_is_per_node_in_request_order(sc: Sidecar) -> None:
+    sc.add(_pod("p", 2))
+    reply = sc.stub.Score(pb.ScoreRequest(pod=_ref("p"), node_names=["n4", "ghost", "n8"]))
+    assert reply.status.code == pb.SUCCESS
+    assert len(reply.scores) == 3 and reply.scores[1] == 0
+    assert all(0 <= s <= 100 for s in reply.scores)
+    args = ExtenderArgs(Pod=_pod("p", 2), NodeNames=["n4", "n8"])
+    http = {h.Host: h.Score for h in sc.ext.prioritize(args)}
+    # the extender scale is the framework's divided by 10, rounded
+    assert round(reply.scores[0] / 10) == http["n4"] and round(reply.scores[2] / 10) == http["n8"]
+
+
+def test_prefilter_skips_pods_of_other_schedulers_and_names_missing_groups(sc: Sidecar) -> None:
+    sc.add(_pod("other", 1, scheduler="default-scheduler"), _pod("lost", 1, group="nogroup"))
+    other = sc.stub.PreFilter(pb.PreFilterRequest(pod=_ref("other")))
+    assert other.status.code == pb.SKIP
+    lost = sc.stub.PreFilter(pb.PreFilterRequest(pod=_ref("lost")))
+    assert lost.status.code == pb.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert lost.status.reason == "PodGroup ns/nogroup does not exist"
+
+
+def test_pod_newer_than_the_cache_is_read_from_the_api(sc: Sidecar) -> None:
+    sc.binder.pods["ns/fresh"] = _pod("fresh", 1)
+    assert sc.stub.PreFilter(pb.PreFilterRequest(pod=_ref("fresh"))).status.code == pb.SUCCESS
+    gone = sc.stub.PreFilter(pb.PreFilterRequest(pod=_ref("never")))
+    assert gone.status.code == pb.ERROR and "not known to the sidecar" in gone.status.reason
+
+
+def test_reserve_counts_the_pod_and_guards_against_overcommit(sc: Sidecar) -> None:
+    sc.add(_pod("a", 8), _pod("b", 8))
+    ok = sc.stub.Reserve(pb.ReserveRequest(pod=_ref("a"), node_name="n8"))
+    assert ok.status.code == pb.SUCCESS
+    again = sc.stub.Reserve(pb.ReserveRequest(pod=_ref("a"), node_name="n8"))
+    assert again.status.code == pb.SUCCESS  # idempotent
+    full = sc.stub.Reserve(pb.ReserveRequest(pod=_ref("b"), node_name="n8"))
+    assert full.status.code == pb.UNSCHEDULABLE
+    assert "no longer fits node n8" in full.status.reason
+    filt = sc.stub.Filter(pb.FilterRequest(pod=_ref("b"), node_names=["n8"]))
+    assert [r.node_name for r in filt.rejected] == ["n8"]  # the reservation counts
+    sc.stub.Unreserve(pb.UnreserveRequest(pod=_ref("a"), node_name="n8"))
+    assert sc.stub.Filter(pb.FilterRequest(pod=_ref("b"), node_names=["n8"])).rejected == []
+
+
+def test_permit_waits_for_min_member_then_allows(sc: Sidecar) -> None:
+    sc.cache.group_event("ADDED", _group("g", 3))
+    sc.add(*(_pod(f"g-{i}", 1, group="g") for i in range(3)))
+    for i in range(3):
+        assert (
+            sc.stub.Reserve(pb.ReserveRequest(pod=_ref(f"g-{i}"), node_name="n8")).status.code == 0
+        )
+    # reserved here: the first two wait (with the gang timeout), the third allows all
+    sc.stub.Unreserve(pb.UnreserveRequest(pod=_ref("g-2"), node_name="n8"))
+    first = sc.stub.Permit(pb.PermitRequest(pod=_ref("g-0"), node_name="n8"))
+    assert first.status.code == pb.WAIT and first.gang == "ns/g"
+    assert (first.ready, first.min_member) == (2, 3)
+    assert first.timeout.ToNanoseconds() == int(GANG_TIMEOUT * 1e9)
+    assert first.status.reason.startswith("gang ns/g: 2/3 members reserved")
+    sc.stub.Reserve(pb.ReserveRequest(pod=_ref("g-2"), node_name="n8"))
+    last = sc.stub.Permit(pb.PermitRequest(pod=_ref("g-2"), node_name="n8"))
+    assert last.status.code == pb.SUCCESS and last.ready == 3
+
+
+def test_permit_counts_members_waiting_in_the_caller(sc: Sidecar) -> None:
+    """After a sidecar restart the reservations are gone; kube-scheduler's waiting pods count."""
+    sc.cache.group_event("ADDED", _group("g", 3))
+    sc.add(*(_pod(f"g-{i}", 1, group="g") for i in range(3)))
+    alone = sc.stub.Permit(pb.PermitRequest(pod=_ref("g-2"), node_name="n8"))
+    assert alone.status.code == pb.WAIT and alone.ready == 1
+    helped = sc.stub.Permit(
+        pb.PermitRequest(
+            pod=_ref("g-2"), node_name="n8", waiting_member_uids=["uid-g-0", "uid-g-1"]
+        )
+    )
+    assert helped.status.code == pb.SUCCESS and helped.ready == 3
+
+
+def test_pods_without_a_gang_are_permitted_and_post_bind_is_recorded(sc: Sidecar) -> None:
+    sc.add(_pod("solo", 1))
+    reply = sc.stub.Permit(pb.PermitRequest(pod=_ref("solo"), node_name="n4"))
+    assert reply.status.code == pb.SUCCESS and reply.gang == ""
+    sc.stub.PostBind(pb.PostBindRequest(pod=_ref("solo"), node_name="n4"))
+    last = sc.ext.decisions[-1]
+    assert (last["pod"], last["verb"], last["result"]) == ("ns/solo", "bind", "bound")
+
+
+@pytest.mark.parametrize(
+    ("method", "request_bytes", "expected"),
+    [
+        ("Filter", b"\xff\xff\xff", "not a valid pyextender.v1.FilterRequest"),
+        ("Filter", pb.FilterRequest().SerializeToString(), "pod: required"),
+        (
+            "Score",
+            pb.ScoreRequest(pod=pb.PodRef(name="x")).SerializeToString(),
+            "pod.uid: required",
+        ),
+        (
+            "PreFilter",
+            pb.PreFilterRequest(pod=pb.PodRef(uid="u", name="x")).SerializeToString(),
+            "pod.namespace: required",
+        ),
+        ("Reserve", pb.ReserveRequest(pod=_ref("p")).SerializeToString(), "node_name: required"),
+        ("Permit", pb.PermitRequest(pod=_ref("p")).SerializeToString(), "node_name: required"),
+        # a string field holding bytes that are not UTF-8
+        ("Score", b"\x0a\x03\x0a\x01\xff", "not a valid pyextender.v1.ScoreRequest"),
+    ],
+)
+def test_bad_messages_are_invalid_argument_naming_the_field(
+    sc: Sidecar, method: str, request_bytes: bytes, expected: str
+) -> None:
+    raw = sc.channel.unary_unary(f"/{SERVICE}/{method}")
+    with pytest.raises(grpc.RpcError) as err:
+        raw(request_bytes, timeout=5)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert expected in err.value.details(), err.value.details()  # type: ignore[attr-defined]
+    # the server keeps serving
+    sc.add(_pod("p", 1))
+    assert sc.stub.Filter(pb.FilterRequest(pod=_ref("p"), node_names=["n8"])).rejected == []
+
+
+def test_an_expired_deadline_is_deadline_exceeded(sc: Sidecar) -> None:
+    sc.add(_pod("p", 1))
+    with pytest.raises(grpc.RpcError) as err:
+        sc.stub.Filter(pb.FilterRequest(pod=_ref("p"), node_names=["n8"]), timeout=0)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
+
+
+def test_health_follows_readiness_and_reflection_lists_the_service(sc: Sidecar) -> None:
+    check = health_pb2_grpc.HealthStub(sc.channel)
+
+    def status() -> int:
+        return int(check.Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=5).status)
+
+    assert status() == health_pb2.HealthCheckResponse.SERVING
+    sc.ready = False
+    for _ in range(40):
+        if status() == health_pb2.HealthCheckResponse.NOT_SERVING:
+            break
+        threading.Event().wait(0.1)
+    assert status() == health_pb2.HealthCheckResponse.NOT_SERVING
+    refl = reflection_pb2_grpc.ServerReflectionStub(sc.channel)
+    replies = list(
+        refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+    )
+    names = {s.name for s in replies[0].list_services_response.service}
+    assert SERVICE in names and "grpc.health.v1.Health" in names
+
+
+def test_decisions_of_both_front_ends_share_one_log(sc: Sidecar) -> None:
+    sc.add(_pod("p", 1))
+    sc.stub.Filter(pb.FilterRequest(pod=_ref("p"), node_names=["n8"]))
+    app = ExtenderApp(sc.ext, lambda: (True, "ok"))
+    assert app.extender.decisions[-1]["via"] == "grpc"
+    assert json.dumps(list(app.extender.decisions))  # JSON-able for /debug/decisions
