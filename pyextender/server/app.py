@@ -8,7 +8,7 @@ import gc
 import logging
 import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import uvicorn
@@ -25,6 +25,8 @@ from pyextender.plugins.registry import REGISTRY
 from pyextender.server.actuator import Actuator
 from pyextender.server.barrier import DEFAULT_TIMEOUT_S, GangBarrier
 from pyextender.server.binder import ApiBinder
+from pyextender.server.grpc_server import GrpcOptions, GrpcServer
+from pyextender.server.grpc_service import SchedulerService
 from pyextender.server.http import ExtenderApp
 from pyextender.server.metrics import Metrics
 from pyextender.server.scheduler_loop import SchedulerLoop
@@ -58,7 +60,10 @@ class ServeOptions:
     lease_namespace: str = "kube-system"
     lease_name: str = "pyextender-scheduler"
     gang_timeout: float = DEFAULT_TIMEOUT_S
-    """Seconds a gang member's bind waits for the rest of its gang."""
+    """Seconds a gang member's bind waits for the rest of its gang (framework mode:
+    how long it waits in Permit)."""
+    grpc: GrpcOptions = field(default_factory=GrpcOptions)
+    """The gRPC front end for the framework shim; off unless a socket or address is set."""
 
 
 GC_THRESHOLDS = (50_000, 20, 20)
@@ -215,6 +220,11 @@ async def serve(opts: ServeOptions) -> int:
     kernels: asyncio.Task[float] = asyncio.create_task(asyncio.to_thread(warm_up, profile))
     tune_gc()
     freezer = asyncio.create_task(_freeze_after_sync(cache))
+    grpc_server: GrpcServer | None = None
+    if opts.grpc.enabled:
+        # the same Extender: one cache, profile and decision log for both front ends
+        grpc_server = GrpcServer(SchedulerService(extender, opts.gang_timeout), opts.grpc, ready)
+        await grpc_server.start()
     config = uvicorn.Config(
         app,
         host=opts.address,
@@ -235,6 +245,8 @@ async def serve(opts: ServeOptions) -> int:
     try:
         await server.serve()
     finally:
+        if grpc_server is not None:
+            await grpc_server.stop()
         gauges.cancel()
         freezer.cancel()
         for t in tasks:

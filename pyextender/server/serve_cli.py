@@ -56,6 +56,19 @@ def register(sub: Any) -> None:
         help="seconds a gang member's bind waits for minMember members (default %(default)s; "
         "keep it below kube-scheduler's extender httpTimeout)",
     )
+    p.add_argument(
+        "--grpc-socket",
+        metavar="PATH",
+        help="also serve the gRPC contract (pyextender.v1.Scheduler) for the framework shim "
+        "on this Unix domain socket (shim and sidecar share a Pod); default: off",
+    )
+    p.add_argument(
+        "--grpc-address",
+        metavar="HOST:PORT",
+        help="also serve gRPC on TCP (TLS with --grpc-tls-cert/--grpc-tls-key); default: off",
+    )
+    p.add_argument("--grpc-tls-cert", metavar="PEM", help="certificate for --grpc-address")
+    p.add_argument("--grpc-tls-key", metavar="PEM", help="private key for --grpc-address")
     add_log_level(p)
     p.set_defaults(func=run)
 
@@ -64,8 +77,12 @@ def run(args: argparse.Namespace) -> int:
     from pyextender.framework.config import ConfigError
     from pyextender.plugins.defaults import load
     from pyextender.server.app import ServeOptions, serve
+    from pyextender.server.grpc_server import GrpcOptions
 
     setup_logging(args.log_level)
+    if bool(args.grpc_tls_cert) != bool(args.grpc_tls_key):
+        print("pyextender serve: --grpc-tls-cert and --grpc-tls-key go together", file=sys.stderr)
+        return 2
     try:
         load(args.config)
     except ConfigError as exc:
@@ -82,5 +99,11 @@ def run(args: argparse.Namespace) -> int:
         lease_namespace=args.lease_namespace,
         lease_name=args.lease_name,
         gang_timeout=args.gang_timeout,
+        grpc=GrpcOptions(
+            socket=args.grpc_socket,
+            address=args.grpc_address,
+            tls_cert=args.grpc_tls_cert,
+            tls_key=args.grpc_tls_key,
+        ),
     )
     return run_server("pyextender serve", serve(opts))
