@@ -38,10 +38,10 @@ def parse_quantity(value: str | int | float) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"quantity must be a string or number, got {value!r}")
     if isinstance(value, int | float):
-        number = Decimal(str(value))
-        if not number.is_finite():
+        exact = Decimal(str(value))
+        if not exact.is_finite():
             raise QuantityError(f"invalid quantity {value!r}: not a finite number")
-        return number
+        return exact
     if not isinstance(value, str):
         raise QuantityError(f"quantity must be a string or number, got {type(value).__name__}")
     match = _PATTERN.match(value.strip())
