@@ -249,7 +249,8 @@ class JobController(Controller):
 
     async def _delete_pod(self, pod: Obj, why: str) -> None:
         ns, name = meta(pod).get("namespace"), meta(pod).get("name")
-        gone = await ignore_missing(call(self.ctx.kube.delete_pod, str(ns), str(name)))
+        uid = str(meta(pod).get("uid") or "")
+        gone = await ignore_missing(call(self.ctx.kube.delete_pod, str(ns), str(name), uid))
         self.wrote("pod-delete")
         log.info("deleted pod %s/%s: %s", ns, name, why)
         if gone and P.deleting(gone):

@@ -133,8 +133,21 @@ class Kube:
     def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return _json(self.core.create_namespaced_pod(namespace, body, _preload_content=False))
 
-    def delete_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        resp = self.core.delete_namespaced_pod(name, namespace, _preload_content=False)
+    def delete_pod(self, namespace: str, name: str, uid: str) -> dict[str, Any]:
+        """Delete the pod with this uid. Volcano Job pods have fixed names, so a pod
+        recreated under the same name must never be deleted in its predecessor's
+        place: the uid precondition makes the API server answer 409 instead, which
+        raises as a 404 here (the pod we meant is gone)."""
+        body = {"preconditions": {"uid": uid}} if uid else None
+        try:
+            resp = self.core.delete_namespaced_pod(
+                name, namespace, body=body, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status == 409 and uid:
+                gone = f"pod {namespace}/{name} with uid {uid} is gone"
+                raise ApiException(status=404, reason=gone) from exc
+            raise
         return _json(resp)
 
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:

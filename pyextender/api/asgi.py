@@ -74,13 +74,20 @@ async def respond(
 
 
 async def probe(
-    path: str, method: str, send: Send, ready: Ready, registry: CollectorRegistry
+    path: str,
+    method: str,
+    send: Send,
+    ready: Ready,
+    registry: CollectorRegistry,
+    health: Ready | None = None,
 ) -> None:
-    """/healthz (alive), /readyz (200 or 503 with the reason), /metrics (Prometheus)."""
+    """/healthz (alive: 500 with the reason once ``health`` says a background loop
+    died), /readyz (200 or 503 with the reason), /metrics (Prometheus)."""
     if method not in ("GET", "HEAD"):
         raise HttpError(405, f"{path}: method {method} not allowed, use GET", "method")
     if path == "/healthz":
-        await respond(send, 200, b"ok", b"text/plain")
+        ok, why = health() if health is not None else (True, "ok")
+        await respond(send, 200 if ok else 500, why.encode(), b"text/plain")
     elif path == "/readyz":
         ok, why = ready()
         await respond(send, 200 if ok else 503, why.encode(), b"text/plain")

@@ -20,6 +20,29 @@ class ClientConfigError(RuntimeError):
     """No usable Kubernetes configuration was found."""
 
 
+CONNECT_TIMEOUT_S = 5.0
+"""Seconds to open a connection to the API server."""
+READ_TIMEOUT_S = 20.0
+"""Seconds to wait for a reply (between bytes) on an ordinary request. A hung
+call must end: it holds a thread of the shared API pool, and the caller's
+retry and fencing logic can only run once it returns."""
+DEFAULT_TIMEOUT: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+
+
+class TimeoutApiClient(client.ApiClient):  # type: ignore[misc]
+    """An ApiClient whose every request has a timeout unless the caller gives one.
+
+    The generated client sends requests with no timeout at all by default, so a
+    half-open connection blocks its thread forever. Watches pass their own
+    (longer) read timeout.
+    """
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("_request_timeout") is None:
+            kwargs["_request_timeout"] = DEFAULT_TIMEOUT
+        return super().request(*args, **kwargs)
+
+
 def api_client(kubeconfig: str | None = None, qps_pool: int = 32) -> client.ApiClient:
     """An ApiClient for the first configuration source that exists."""
     cfg = client.Configuration()
@@ -41,7 +64,7 @@ def api_client(kubeconfig: str | None = None, qps_pool: int = 32) -> client.ApiC
             )
         load_kube_config(config_file=path, client_configuration=cfg)
     cfg.connection_pool_maxsize = qps_pool
-    return client.ApiClient(cfg)
+    return TimeoutApiClient(cfg)
 
 
 def body_of(resp: Any) -> bytes:

@@ -19,6 +19,8 @@ from typing import Any
 import msgspec
 from kubernetes.client.exceptions import ApiException
 
+from pyextender.api.client import CONNECT_TIMEOUT_S
+
 log = logging.getLogger(__name__)
 
 ListFn = Callable[..., Any]
@@ -28,6 +30,14 @@ OnEvent = Callable[[str, dict[str, Any]], None]
 PAGE_SIZE = 1000
 WATCH_TIMEOUT_S = 240
 """Server-side watch timeout (seconds); the watch is then resumed."""
+WATCH_READ_TIMEOUT_S = 75.0
+"""Seconds without a byte on an open watch before we drop it and watch again. A
+half-open connection (the API server restarted, a proxy died) sends nothing and
+never closes; without a read timeout the informer would wait on it forever."""
+STALE_AFTER_S = 2 * WATCH_READ_TIMEOUT_S + 30.0
+"""Seconds without any contact with the API server after which the informer
+reports itself stale (readiness turns false): longer than one idle watch
+period plus a reconnect."""
 
 
 class _Gone(Exception):
@@ -71,11 +81,24 @@ class Informer:
         self.resource_version = ""
         self.stop = threading.Event()
         self.relists = 0
+        self.last_contact = 0.0
+        """time.monotonic() of the last list page, watch start or watch line."""
         self.thread = threading.Thread(target=self._run, name=f"informer-{kind}", daemon=True)
         self._decoder = msgspec.json.Decoder()
 
     def start(self) -> None:
         self.thread.start()
+
+    def stale(self, now: float | None = None) -> str:
+        """Why this informer's view may be out of date ("" when it is fresh)."""
+        if not self.thread.is_alive() and not self.stop.is_set():
+            return f"{self.kind} informer thread has died"
+        if self.last_contact == 0.0:
+            return f"{self.kind} not listed yet"
+        age = (time.monotonic() if now is None else now) - self.last_contact
+        if age > STALE_AFTER_S:
+            return f"no contact with the API server for {self.kind} in {age:.0f}s"
+        return ""
 
     def _list(self) -> None:
         items: list[dict[str, Any]] = []
@@ -86,6 +109,7 @@ class Informer:
                 kwargs["_continue"] = cont
             resp = self.list_fn(**kwargs)
             doc = self._decoder.decode(resp.data)
+            self.last_contact = time.monotonic()
             items.extend(doc.get("items") or [])
             meta = doc.get("metadata") or {}
             cont = meta.get("continue")
@@ -103,9 +127,12 @@ class Informer:
             allow_watch_bookmarks=True,
             timeout_seconds=WATCH_TIMEOUT_S,
             _preload_content=False,
+            _request_timeout=(CONNECT_TIMEOUT_S, WATCH_READ_TIMEOUT_S),
         )
+        self.last_contact = time.monotonic()
         try:
             for line in _lines(resp):
+                self.last_contact = time.monotonic()
                 if self.stop.is_set():
                     return
                 event = self._decoder.decode(line)

@@ -19,8 +19,9 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -104,15 +105,72 @@ def may_acquire(
     return now - observed_at > lease_duration_s
 
 
+class Fenced(RuntimeError):
+    """A write was refused because the leadership it was decided under is gone."""
+
+
 class LeaderElector:
-    def __init__(self, kube: LeaseStore, cfg: LeaseConfig) -> None:
+    """Campaigns for a Lease on a thread of its own; the event loop only reads its state.
+
+    Why a thread: acquiring and renewing are blocking API calls, and the processes
+    that lead also run synchronous work on their event loop (a scheduling cycle).
+    On the loop, a long cycle or a hung call could hold the renewal past its
+    deadline and let the Lease expire while we still act.
+
+    Fencing: leadership is valid only until ``renew_deadline_s`` after the start of
+    the last successful renewal, judged by the local monotonic clock at the moment
+    of each check, so even a campaign thread stuck in a hung call cannot keep a
+    stale leader acting. ``renew_deadline_s < lease_duration_s``, and a standby
+    waits a whole ``lease_duration_s`` after it last saw the record change, so we
+    stop acting before anyone else may start. Each term of leadership has an
+    ``epoch``; work decided in one term carries it, and ``valid(epoch)`` refuses
+    it once that term is over, even if a later term has begun.
+    """
+
+    def __init__(
+        self,
+        kube: LeaseStore,
+        cfg: LeaseConfig,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
         self.kube = kube
         self.cfg = cfg
-        self.is_leader = False
+        self.on_change = on_change
+        """Called on the event loop with True/False when leadership starts/ends."""
         self.transitions = 0
         self._observed: tuple[str, str] | None = None
         self._observed_at = 0.0
+        self._lock = threading.Lock()
+        self._leading = False
+        self._epoch = 0
+        self._renewed_at = -1e18  # monotonic start of the last successful attempt
+        self._stop = threading.Event()
 
+    # -- state, safe from any thread -------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def _fresh(self, now: float) -> bool:
+        return now - self._renewed_at < self.cfg.renew_deadline_s
+
+    @property
+    def is_leader(self) -> bool:
+        """True while we hold the Lease and the last renewal is recent enough."""
+        with self._lock:
+            return self._leading and self._fresh(time.monotonic())
+
+    def valid(self, epoch: int) -> bool:
+        """Whether work decided in term ``epoch`` may still be written."""
+        with self._lock:
+            return self._leading and self._epoch == epoch and self._fresh(time.monotonic())
+
+    def check(self, epoch: int) -> None:
+        """Raise ``Fenced`` unless ``valid(epoch)``: call right before a write."""
+        if not self.valid(epoch):
+            raise Fenced(f"leadership term {epoch} of lease {self.cfg.name} is over")
+
+    # -- the Lease --------------------------------------------------------------
     def _spec(self, acquire_time: str, transitions: int) -> dict[str, Any]:
         return {
             "holderIdentity": self.cfg.identity,
@@ -174,54 +232,115 @@ class LeaderElector:
         spec["renewTime"] = _micro_time(time.time())
         self.kube.replace_lease(self.cfg.namespace, self.cfg.name, lease)
 
-    async def _attempt(self) -> bool:
-        try:
-            return await asyncio.to_thread(self.try_acquire_or_renew)
-        except Exception as exc:
-            log.warning("lease %s/%s: %s", self.cfg.namespace, self.cfg.name, exc)
-            return False
-
-    @staticmethod
-    async def _lead(lead: Callable[[], Awaitable[None]]) -> None:
-        await lead()
-
-    async def run(self, lead: Callable[[], Awaitable[None]]) -> None:
-        """Forever: wait to acquire, run ``lead`` while we renew, stop it when we cannot."""
+    # -- the campaign thread ------------------------------------------------------
+    def _campaign(self, notify: Callable[[], None]) -> None:
         cfg = self.cfg
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                ok = self.try_acquire_or_renew()
+            except Exception as exc:
+                log.warning("lease %s/%s: %s", cfg.namespace, cfg.name, exc)
+                ok = False
+            changed = False
+            with self._lock:
+                if ok and not self._stop.is_set():
+                    if not (self._leading and self._fresh(time.monotonic())):
+                        # a new term: earlier decisions must not be written in it
+                        self._epoch += 1
+                        self._leading = True
+                        changed = True
+                    self._renewed_at = started
+                elif self._leading and not self._fresh(time.monotonic()):
+                    self._leading = False
+                    changed = True
+            if changed:
+                notify()
+            self._stop.wait(cfg.retry_period_s)
+
+    async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Forever: run ``lead`` while we are the leader, cancel it when we are not.
+
+        An error raised by ``lead`` is logged and re-raised (after the Lease is
+        released): a leader whose work crashed must not keep the Lease, and the
+        process's supervisor turns /healthz red.
+        """
+        cfg = self.cfg
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        thread = threading.Thread(
+            target=self._campaign,
+            args=(lambda: loop.call_soon_threadsafe(wake.set),),
+            name=f"lease-{cfg.name}",
+            daemon=True,
+        )
+        self._stop.clear()
+        thread.start()
         task: asyncio.Task[None] | None = None
         try:
             while True:
-                while not await self._attempt():
-                    await asyncio.sleep(cfg.retry_period_s)
-                self.is_leader = True
-                self.transitions += 1
-                log.info("became leader (lease %s/%s as %s)", cfg.namespace, cfg.name, cfg.identity)
-                task = asyncio.create_task(self._lead(lead))
-                last_renew = time.monotonic()
-                while True:
-                    await asyncio.sleep(cfg.retry_period_s)
-                    if task.done():
-                        break
-                    if await self._attempt():
-                        last_renew = time.monotonic()
-                    elif time.monotonic() - last_renew > cfg.renew_deadline_s:
+                # the thread wakes us on a change; the timeout catches a term that
+                # ran out while the thread was stuck in a hung call
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), cfg.retry_period_s)
+                wake.clear()
+                leading = self.is_leader
+                if leading and task is None:
+                    self.transitions += 1
+                    log.info(
+                        "became leader (lease %s/%s as %s, term %d)",
+                        cfg.namespace,
+                        cfg.name,
+                        cfg.identity,
+                        self._epoch,
+                    )
+                    self._changed(True)
+                    task = asyncio.create_task(lead(), name=f"lead-{cfg.name}")
+                    task.add_done_callback(lambda _t: wake.set())
+                elif task is not None and (not leading or task.done()):
+                    if not leading:
                         log.error(
-                            "could not renew lease for %.0fs; stepping down", cfg.renew_deadline_s
+                            "could not renew lease %s/%s within %.0fs; stopped acting",
+                            cfg.namespace,
+                            cfg.name,
+                            cfg.renew_deadline_s,
                         )
-                        break
-                self.is_leader = False
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                    done, task = task, None
+                    self._changed(False)
+                    await _finish(done)
         finally:
-            if task is not None and not task.done():
+            self._stop.set()
+            if task is not None:
+                self._changed(False)
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-            if self.is_leader:
-                self.is_leader = False
+            with self._lock:
+                held, self._leading = self._leading, False
+            if held:
                 try:
                     await asyncio.to_thread(self.release)
                     log.info("released lease %s/%s", cfg.namespace, cfg.name)
                 except Exception as exc:
                     log.warning("could not release lease: %s", exc)
+
+    def _changed(self, leading: bool) -> None:
+        if self.on_change is not None:
+            self.on_change(leading)
+
+
+async def _finish(task: asyncio.Task[None]) -> None:
+    """Stop a lead task; re-raise what it died of (never swallow a crash)."""
+    if not task.done():
+        task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        if task.cancelled():
+            return
+        raise
+    except Exception:
+        log.exception("the leader's work failed")
+        raise
+    else:
+        raise RuntimeError("the leader's work returned; it must run until cancelled")

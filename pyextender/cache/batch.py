@@ -61,6 +61,9 @@ class GroupView:
     """networkTopology.mode: "hard", "soft" or "" (none)."""
     topology_highest_tier: int = 0
     owner_kind: str = ""
+    resource_version: str = ""
+    """metadata.resourceVersion: status writes carry it, so a write based on a stale
+    view fails (409) instead of erasing what another writer just set."""
 
     @property
     def key(self) -> str:
@@ -99,6 +102,7 @@ def group_from_dict(obj: Mapping[str, Any]) -> GroupView:
         topology_mode=str(topo.get("mode") or ""),
         topology_highest_tier=_int(topo.get("highestTierAllowed"), 0, f"{what} highestTierAllowed"),
         owner_kind=str(owners[0].get("kind", "")) if owners else "",
+        resource_version=str(meta.get("resourceVersion") or ""),
     )
 
 

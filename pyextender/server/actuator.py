@@ -1,21 +1,32 @@
 """Applies a cycle's decisions to the API server.
 
 PodGroup status (phase Inqueue, condition Unschedulable) is written through
-the status subresource with a merge patch touching only what the scheduler
-owns; gates are removed with a JSON patch guarded by a ``test`` of the gate's
-name, so a concurrent change to the pod cannot make us remove the wrong one;
-evictions go through the Eviction API so PodDisruptionBudgets are honoured.
+the status subresource with a merge patch that carries the PodGroup's
+resourceVersion and keeps every condition type but ours, so a write based on
+a stale view fails (409) instead of erasing another writer's conditions;
+gates are removed with a JSON patch guarded by a ``test`` of the gate's name,
+so a concurrent change to the pod cannot make us remove the wrong one;
+evictions go through the Eviction API (PodDisruptionBudgets honoured) with a
+uid precondition, so a pod recreated under the same name is never evicted in
+its predecessor's place.
+
+Every write is fenced: it runs only while the leadership term the cycle was
+decided in is still valid (checked in the API thread right before sending).
+Transient failures (429, 5xx, timeouts, dropped connections) are retried with
+exponential backoff and jitter; what still fails is counted, logged and
+reported back, so the scheduler loop forgets it and decides again next cycle.
 Blocking client calls run in threads, several at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
+import random
 import time
 import uuid
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 
 from pyextender.actions.decisions import Decisions, Eviction
 from pyextender.api.client import body_of
+from pyextender.api.leader import Fenced
 from pyextender.api.names import GANG_GATE
 from pyextender.api.objects import PodInfo
 from pyextender.cache.batch import GroupView
@@ -38,6 +50,30 @@ MERGE = "application/merge-patch+json"
 COMPONENT = "pyextender"
 CONDITION_INTERVAL_S = 5.0
 """Shortest time between two Unschedulable condition writes for one PodGroup."""
+RETRIES = 3
+"""Attempts after the first for a transient failure."""
+BACKOFF_S = 0.1
+"""First retry delay (seconds); doubles per attempt, with +-50 % jitter."""
+TRANSIENT = frozenset({429, 500, 502, 503, 504})
+"""HTTP statuses worth trying again as they are (the API server is busy or restarting)."""
+
+Allowed = Callable[[], bool]
+
+
+def _always() -> bool:
+    return True
+
+
+@dataclass(slots=True)
+class Applied:
+    """What a cycle's writes did not achieve; the scheduler loop decides them again."""
+
+    failed_admissions: list[str] = field(default_factory=list)
+    """PodGroup uids whose Inqueue write failed (their gates stay on)."""
+    failed_lifts: list[str] = field(default_factory=list)
+    """Pod uids whose gate is still on."""
+    failed_evictions: list[str] = field(default_factory=list)
+    """Pod uids not evicted (error or fenced; a PDB refusal counts too)."""
 
 
 def _now() -> str:
@@ -55,22 +91,67 @@ class Actuator:
         """job key -> (last Unschedulable message written, when): no repeats, and at
         most one write per CONDITION_INTERVAL_S while a reason keeps changing."""
 
-    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        async with self._limit:
-            call = functools.partial(fn, *args, **kwargs)
-            return await asyncio.get_running_loop().run_in_executor(API_THREADS, call)
+    async def _call(
+        self,
+        op: str,
+        fn: Any,
+        *args: Any,
+        allowed: Allowed = _always,
+        transient: frozenset[int] = TRANSIENT,
+        **kwargs: Any,
+    ) -> Any:
+        """One API write: fenced, with a timeout (the client's), retried when transient."""
 
-    async def apply(self, d: Decisions) -> None:
+        def send() -> Any:
+            # checked in the API thread right before the request leaves: a cycle
+            # decided under a leadership term that has ended is never written
+            if not allowed():
+                raise Fenced(f"{op}: leadership ended before the write")
+            return fn(*args, **kwargs)
+
+        loop = asyncio.get_running_loop()
+        for attempt in range(RETRIES + 1):
+            try:
+                async with self._limit:
+                    return await loop.run_in_executor(API_THREADS, send)
+            except Fenced:
+                self.metrics.writes.labels(op, "fenced").inc()
+                raise
+            except ApiException as exc:
+                if exc.status not in transient or attempt == RETRIES:
+                    self.metrics.writes.labels(op, "failed").inc()
+                    raise
+                why = f"{exc.status} {exc.reason}"
+            except Exception as exc:  # timeouts, refused or dropped connections
+                if attempt == RETRIES:
+                    self.metrics.writes.labels(op, "failed").inc()
+                    raise
+                why = str(exc) or type(exc).__name__
+            self.metrics.writes.labels(op, "retried").inc()
+            delay = BACKOFF_S * 2**attempt * random.uniform(0.5, 1.5)
+            log.info("%s: %s; retrying in %.2fs", op, why, delay)
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def apply(self, d: Decisions, allowed: Allowed = _always) -> Applied:
         """A gang's status first, then its gates (so a crash leaves an Inqueue
         gang whose gates the next leader lifts, never ungated pods of a Pending
-        gang); gangs proceed in parallel, each as soon as its own status lands."""
-        admitted = {job.key: asyncio.ensure_future(self._admit(job)) for job in d.admit}
+        gang); gangs proceed in parallel, each as soon as its own status lands.
+
+        ``allowed`` says whether the leadership term these decisions were made in
+        is still valid; returns what did not get written."""
+        out = Applied()
+        admitted = {
+            job.key: asyncio.ensure_future(self._admit(job, allowed, out)) for job in d.admit
+        }
 
         async def lift(pod: PodInfo) -> None:
             status = admitted.get(f"{pod.namespace}/{pod.group_name}")
             if status is not None and not await status:
+                out.failed_lifts.append(pod.uid)
                 return  # the status write failed: the gang is not admitted
-            await self._lift_pod(pod)
+            if not await self._lift_pod(pod, allowed):
+                out.failed_lifts.append(pod.uid)
 
         work: list[Awaitable[object]] = [lift(t.pod) for t in d.lift if GANG_GATE in t.pod.gates]
         work += admitted.values()
@@ -83,20 +164,29 @@ class Actuator:
             if message != last and now - when >= CONDITION_INTERVAL_S:
                 self.said[key] = (message, now)
                 # in the background: explaining must never hold up admitting
-                self._later(self._unschedulable(key, message, groups.get(key)))
+                self._later(self._unschedulable(key, message, groups.get(key), allowed))
         for ev in d.evictions:
-            work.append(self._evict(ev))
+            work.append(self._evict(ev, allowed, out))
         if work:
             await asyncio.gather(*work)
+        return out
+
+    def forget(self, live_jobs: set[str]) -> None:
+        """Drop what we remember of jobs that no longer exist (bounded memory)."""
+        for key in [k for k in self.said if k not in live_jobs]:
+            del self.said[key]
 
     # -- admission -------------------------------------------------------------
-    async def _admit(self, job: Job) -> bool:
+    async def _admit(self, job: Job, allowed: Allowed, out: Applied) -> bool:
         group = job.group
         assert group is not None
         conditions = [c for c in group.conditions if c.get("type") != "Unschedulable"]
-        body = {"status": {"phase": "Inqueue", "conditions": conditions}}
+        body: dict[str, Any] = {"status": {"phase": "Inqueue", "conditions": conditions}}
+        if group.resource_version:
+            body["metadata"] = {"resourceVersion": group.resource_version}
         try:
             await self._call(
+                "admit",
                 self.custom.patch_namespaced_custom_object_status,
                 GROUP,
                 VERSION,
@@ -104,11 +194,23 @@ class Actuator:
                 PLURAL,
                 group.name,
                 body,
+                allowed=allowed,
                 _content_type=MERGE,
             )
-        except ApiException as exc:
-            log.warning("admitting %s: %s", job.key, exc.reason)
+        except Fenced:
+            out.failed_admissions.append(group.uid)
             return False
+        except Exception as exc:
+            out.failed_admissions.append(group.uid)
+            log.warning("admitting %s: %s", job.key, _why(exc))
+            if not (isinstance(exc, ApiException) and exc.status in (404, 409)):
+                self._later(
+                    self._event_group(
+                        group, "Warning", "AdmitFailed", f"could not admit: {_why(exc)}"
+                    )
+                )
+            return False
+        self.metrics.writes.labels("admit", "ok").inc()
         self.said.pop(job.key, None)
         self.metrics.admissions.labels(job.queue).inc()
         log.info("admitted %s (queue %s, minMember %d)", job.key, job.queue, job.min_member)
@@ -117,26 +219,49 @@ class Actuator:
         )
         return True
 
+    def cancel_background(self) -> None:
+        """Stop events and condition writes still running (leadership ended)."""
+        for task in list(self._background):
+            task.cancel()
+
     def _later(self, work: Coroutine[Any, Any, None]) -> None:
         """Run without waiting (events): a slow event must not hold a gate."""
         task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _lift_pod(self, pod: PodInfo) -> None:
+    async def _lift_pod(self, pod: PodInfo, allowed: Allowed) -> bool:
+        """True when the gate is off (or the pod is gone)."""
         i = pod.gates.index(GANG_GATE)
         patch = [
+            {"op": "test", "path": "/metadata/uid", "value": pod.uid},
             {"op": "test", "path": f"/spec/schedulingGates/{i}/name", "value": GANG_GATE},
             {"op": "remove", "path": f"/spec/schedulingGates/{i}"},
         ]
         try:
-            await self._call(self.core.patch_namespaced_pod, pod.name, pod.namespace, patch)
-        except ApiException as exc:
-            if exc.status not in (404, 422):  # gone, or the gate moved: next cycle retries
-                log.warning("lifting gate of %s: %s", pod.key, exc.reason)
+            await self._call(
+                "lift",
+                self.core.patch_namespaced_pod,
+                pod.name,
+                pod.namespace,
+                patch,
+                allowed=allowed,
+            )
+        except Fenced:
+            return False
+        except Exception as exc:
+            if isinstance(exc, ApiException) and exc.status == 404:
+                return True  # gone: nothing to lift
+            # 422: the gate moved (or the pod was replaced): the next cycle decides again
+            log.warning("lifting gate of %s: %s", pod.key, _why(exc))
+            return False
+        self.metrics.writes.labels("lift", "ok").inc()
+        return True
 
     # -- reasons ---------------------------------------------------------------
-    async def _unschedulable(self, key: str, message: str, group: GroupView | None) -> None:
+    async def _unschedulable(
+        self, key: str, message: str, group: GroupView | None, allowed: Allowed
+    ) -> None:
         ns, _, name = key.partition("/")
         current = group.conditions if group is not None else []
         conditions = [c for c in current if c.get("type") != "Unschedulable"]
@@ -150,46 +275,73 @@ class Actuator:
                 "lastTransitionTime": _now(),
             }
         )
+        body: dict[str, Any] = {"status": {"conditions": conditions}}
+        if group is not None and group.resource_version:
+            body["metadata"] = {"resourceVersion": group.resource_version}
         try:
             await self._call(
+                "condition",
                 self.custom.patch_namespaced_custom_object_status,
                 GROUP,
                 VERSION,
                 ns,
                 PLURAL,
                 name,
-                {"status": {"conditions": conditions}},
+                body,
+                allowed=allowed,
                 _content_type=MERGE,
             )
-        except ApiException as exc:
-            if exc.status != 404:
-                log.warning("condition on %s: %s", key, exc.reason)
+        except Exception as exc:
+            quiet = isinstance(exc, Fenced) or (
+                isinstance(exc, ApiException) and exc.status in (404, 409)
+            )
+            if not quiet:
+                log.warning("condition on %s: %s", key, _why(exc))
             self.said.pop(key, None)  # not written: try again next cycle
             return
+        self.metrics.writes.labels("condition", "ok").inc()
         if group is not None:
             self._later(self._event_group(group, "Warning", "Unschedulable", message))
         else:
             self._later(self._event("PodGroup", ns, name, "", "Warning", "Unschedulable", message))
 
     # -- evictions -------------------------------------------------------------
-    async def _evict(self, ev: Eviction) -> None:
+    async def _evict(self, ev: Eviction, allowed: Allowed, out: Applied) -> None:
         pod = ev.task.pod
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": pod.name, "namespace": pod.namespace},
+            # the pod we chose, not a successor created under the same name
+            "deleteOptions": {"preconditions": {"uid": pod.uid}},
         }
         try:
             await self._call(
-                self.core.create_namespaced_pod_eviction, pod.name, pod.namespace, body
+                "evict",
+                self.core.create_namespaced_pod_eviction,
+                pod.name,
+                pod.namespace,
+                body,
+                allowed=allowed,
+                # for an eviction 429 is a PodDisruptionBudget's "not now", not "busy"
+                transient=TRANSIENT - {429},
             )
-        except ApiException as exc:
-            if exc.status == 429:  # a PodDisruptionBudget says not now
+            self.metrics.writes.labels("evict", "ok").inc()
+        except Fenced:
+            out.failed_evictions.append(pod.uid)
+            return
+        except Exception as exc:
+            status = exc.status if isinstance(exc, ApiException) else 0
+            if status == 429:
                 self.metrics.evictions.labels(ev.action, "blocked_by_pdb").inc()
                 log.info("eviction of %s blocked by a PodDisruptionBudget", pod.key)
-            elif exc.status != 404:
+                out.failed_evictions.append(pod.uid)
+            elif status in (404, 409):  # gone, or replaced by a pod of the same name
+                self.metrics.evictions.labels(ev.action, "gone").inc()
+            else:
                 self.metrics.evictions.labels(ev.action, "error").inc()
-                log.warning("evicting %s: %s", pod.key, exc.reason)
+                log.warning("evicting %s: %s", pod.key, _why(exc))
+                out.failed_evictions.append(pod.uid)
             return
         self.metrics.evictions.labels(ev.action, "evicted").inc()
         log.info("evicted %s: %s", pod.key, ev.reason)
@@ -226,8 +378,14 @@ class Actuator:
         }
         try:
             resp = await self._call(
-                self.core.create_namespaced_event, ns, body, _preload_content=False
+                "event", self.core.create_namespaced_event, ns, body, _preload_content=False
             )
             body_of(resp)
-        except ApiException as exc:
-            log.debug("event on %s %s/%s: %s", what, ns, name, exc.reason)
+        except Exception as exc:
+            log.debug("event on %s %s/%s: %s", what, ns, name, _why(exc))
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"{exc.status} {exc.reason}"
+    return str(exc) or type(exc).__name__

@@ -8,6 +8,7 @@ import gc
 import logging
 import socket
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -17,6 +18,7 @@ from kubernetes import client
 from pyextender.api.client import api_client, body_of
 from pyextender.api.informer import Informer
 from pyextender.api.leader import KubeLeases, LeaderElector, LeaseConfig
+from pyextender.api.supervise import Supervisor
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.config import ConfigError, ConfigWatcher, SchedulerConfig
 from pyextender.framework.runtime import build_profile
@@ -173,9 +175,23 @@ async def serve(opts: ServeOptions) -> int:
         inf.start()
     identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
     elector = LeaderElector(
-        KubeLeases(api), LeaseConfig(opts.lease_namespace, opts.lease_name, identity)
+        KubeLeases(api),
+        LeaseConfig(opts.lease_namespace, opts.lease_name, identity),
+        on_change=lambda leading: metrics.leader.set(1 if leading else 0),
     )
-    loop_ = SchedulerLoop(cache, lambda: current[0], Actuator(api, metrics), metrics)
+
+    def fence() -> Callable[[], bool]:
+        """At the start of a cycle: a check that its leadership term still holds."""
+        return functools.partial(elector.valid, elector.epoch)
+
+    loop_ = SchedulerLoop(
+        cache,
+        lambda: current[0],
+        Actuator(api, metrics),
+        metrics,
+        fence if opts.leader_elect else None,
+    )
+    supervisor = Supervisor(lambda name: metrics.background_failures.labels(name).inc())
     extender = Extender(
         cache,
         profile,
@@ -185,8 +201,10 @@ async def serve(opts: ServeOptions) -> int:
         loop_.session,
     )
     # The actions run only while this replica holds the Lease; verbs always.
+    if not opts.leader_elect:
+        metrics.leader.set(1)
     actions = elector.run(loop_.run) if opts.leader_elect else loop_.run()
-    tasks = [asyncio.create_task(actions)]
+    tasks = [supervisor.spawn("actions", actions)]
     watcher_task: asyncio.Task[None] | None = None
     if opts.config_path is not None:
 
@@ -200,7 +218,7 @@ async def serve(opts: ServeOptions) -> int:
             log.error("scheduler config change rejected, keeping the last good one: %s", exc)
 
         watcher = ConfigWatcher(opts.config_path, REGISTRY, on_change=apply, on_error=reject)
-        watcher_task = asyncio.create_task(watcher.run())
+        watcher_task = supervisor.spawn("config-watcher", watcher.run())
 
     def ready() -> tuple[bool, str]:
         if not kernels.done():
@@ -208,6 +226,9 @@ async def serve(opts: ServeOptions) -> int:
         if kernels.exception() is not None:
             return False, f"numba kernel warm-up failed: {kernels.exception()}"
         if cache.synced:
+            stale = [why for why in (inf.stale() for inf in informers) if why]
+            if stale:
+                return False, "; ".join(stale)
             return True, "ok"
         return False, (
             f"waiting for the first cache sync (nodes: {cache.synced_nodes}, "
@@ -215,8 +236,8 @@ async def serve(opts: ServeOptions) -> int:
             f"queues: {cache.synced_queues}; are the Volcano CRDs installed?)"
         )
 
-    app = ExtenderApp(extender, ready, opts.max_body_bytes)
-    gauges = asyncio.create_task(_housekeeping(cache, metrics, core))
+    app = ExtenderApp(extender, ready, opts.max_body_bytes, supervisor.health)
+    gauges = supervisor.spawn("housekeeping", _housekeeping(cache, metrics, core))
     kernels: asyncio.Task[float] = asyncio.create_task(asyncio.to_thread(warm_up, profile))
     tune_gc()
     freezer = asyncio.create_task(_freeze_after_sync(cache))

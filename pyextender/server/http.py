@@ -73,9 +73,12 @@ class ExtenderApp:
         extender: Extender,
         ready: Callable[[], tuple[bool, str]],
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        health: Callable[[], tuple[bool, str]] | None = None,
     ) -> None:
         self.extender = extender
         self.ready = ready
+        self.health = health
+        """/healthz: false once a background loop has died (None: always healthy)."""
         self.max_body_bytes = max_body_bytes
         self.metrics = extender.metrics
 
@@ -141,7 +144,7 @@ class ExtenderApp:
     async def _probe(self, path: str, method: str, send: Send, query: bytes) -> None:
         try:
             if path != "/debug/decisions":
-                await probe(path, method, send, self.ready, self.metrics.registry)
+                await probe(path, method, send, self.ready, self.metrics.registry, self.health)
                 return
             if method not in ("GET", "HEAD"):
                 raise HttpError(405, f"{path}: method {method} not allowed, use GET", "method")

@@ -130,5 +130,26 @@ class Metrics:
             registry=r,
         )
 
+        self.leader = Gauge(
+            "pyextender_leader",
+            "1 while this replica holds the scheduler Lease and runs the actions.",
+            registry=r,
+        )
+        self.writes = Counter(
+            "pyextender_api_writes_total",
+            "API writes of the actions (admit, lift, condition, evict) by result: ok, "
+            "retried (a transient error, tried again), failed (gave up; the next cycle "
+            "decides again), fenced (dropped: the leadership term it was decided in ended).",
+            ["op", "result"],
+            registry=r,
+        )
+        self.background_failures = Counter(
+            "pyextender_background_task_failures_total",
+            "Background loops that died (housekeeping, actions, config watcher ...); "
+            "/healthz fails after the first.",
+            ["task"],
+            registry=r,
+        )
+
     def observe_plugin(self, plugin: str, point: str, seconds: float) -> None:
         self.plugin_seconds.labels(plugin, point).observe(seconds)

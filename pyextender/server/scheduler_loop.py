@@ -18,7 +18,7 @@ from pyextender.framework.config import SchedulerConfig
 from pyextender.framework.session import Session
 from pyextender.framework.snapshot import build_session
 from pyextender.plugins.registry import REGISTRY
-from pyextender.server.actuator import Actuator
+from pyextender.server.actuator import Actuator, Allowed, Applied
 from pyextender.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -38,8 +38,12 @@ class SchedulerLoop:
         config: Callable[[], SchedulerConfig],
         actuator: Actuator,
         metrics: Metrics,
+        fence: Callable[[], Allowed] | None = None,
     ) -> None:
         self.cache = cache
+        self.fence = fence
+        """Returns, at the start of a cycle, a check that the leadership term the
+        cycle is decided in still holds (None: no leader election, always true)."""
         self.config = config
         self.actuator = actuator
         self.metrics = metrics
@@ -53,7 +57,7 @@ class SchedulerLoop:
         """pod uid -> when we evicted it."""
         self.lifted: dict[str, float] = {}
         """pod uid -> when we asked for its gate to come off."""
-        self._writes: set[asyncio.Task[None]] = set()
+        self._writes: set[asyncio.Future[Applied]] = set()
         self.ready_seen: set[str] = set()
         self.cycles = 0
 
@@ -92,6 +96,20 @@ class SchedulerLoop:
         return ssn, decisions
 
     async def run(self) -> None:
+        """Cycles until cancelled (the Lease is lost, or shutdown); then stops the
+        writes still in flight, which their fence would drop anyway."""
+        try:
+            await self._run()
+        finally:
+            for task in list(self._writes):
+                task.cancel()
+            self.actuator.cancel_background()
+            # a later term starts from what the API server says, not from our memory
+            self.admitted.clear()
+            self.lifted.clear()
+            self.evicted.clear()
+
+    async def _run(self) -> None:
         last_version = -1
         last_run = 0.0
         while True:
@@ -108,6 +126,7 @@ class SchedulerLoop:
                 log.exception("scheduling cycle failed; retrying next cycle")
 
     async def cycle(self, now: float) -> Decisions:
+        allowed = self.fence() if self.fence is not None else None
         t0 = time.perf_counter()
         ssn, decisions = self.decide(now)
         t1 = time.perf_counter()
@@ -128,10 +147,16 @@ class SchedulerLoop:
             for key in [k for k, t in memory.items() if now - t >= REMEMBER_S]:
                 del memory[key]
         self._observe(ssn, now)
+        self.actuator.forget(set(ssn.jobs))
         # Writes go on in the background: the next cycle need not wait for them.
-        writes = asyncio.ensure_future(self.actuator.apply(decisions))
+        # What they record above means "in flight or done"; what fails is
+        # forgotten when they finish, so the next cycle decides it again at once.
+        if allowed is None:
+            writes = asyncio.ensure_future(self.actuator.apply(decisions))
+        else:
+            writes = asyncio.ensure_future(self.actuator.apply(decisions, allowed))
         self._writes.add(writes)
-        writes.add_done_callback(self._writes.discard)
+        writes.add_done_callback(self._written)
         t2 = time.perf_counter()
         if decisions.admit or decisions.lift or decisions.evictions:
             log.info(
@@ -147,6 +172,22 @@ class SchedulerLoop:
                 (t2 - t1) * 1000,
             )
         return decisions
+
+    def _written(self, task: asyncio.Future[Applied]) -> None:
+        self._writes.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("applying a cycle's decisions failed: %s", exc, exc_info=exc)
+            return
+        applied = task.result()
+        for uid in applied.failed_admissions:
+            self.admitted.pop(uid, None)
+        for uid in applied.failed_lifts:
+            self.lifted.pop(uid, None)
+        for uid in applied.failed_evictions:
+            self.evicted.pop(uid, None)
 
     def _observe(self, ssn: Session, now: float) -> None:
         names = ssn.state.resources

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyextender.actions.cycle import run_cycle
 from tests.unit.batch_fixtures import World
 
 
@@ -222,12 +223,21 @@ def test_reservation_then_backfill_only_short_jobs() -> None:
 
 
 def test_placement_counts_free_capacity_exactly() -> None:
+    # 16 one-GPU members on 2 x 8 GPUs fill the cluster exactly: admitted
     w = World(nodes=2, gpus=8)
     w.gang("g", 16, gpus=1)
     ssn = w.session()
-    d = w.cycle()
+    d = run_cycle(ssn, ("enqueue",), False)
     assert admitted(d) == ["t/g"]
-    assert np.all(ssn.free[:2, ssn.state.column["nvidia.com/gpu"]] == 8)
+    # the session the cycle ran in placed every member: no GPU left on either node
+    gpu = ssn.state.column["nvidia.com/gpu"]
+    assert np.all(ssn.free[:2, gpu] == 0)
+    # one member more does not fit, and the reason says how many are short
+    w2 = World(nodes=2, gpus=8)
+    w2.gang("g", 17, gpus=1)
+    d2 = w2.cycle()
+    assert admitted(d2) == []
+    assert "1/17 tasks in gang unschedulable" in d2.unschedulable["t/g"]
 
 
 def test_queues_take_turns_by_share() -> None:

@@ -1,0 +1,223 @@
+"""The actuator's writes: fenced, retried when transient, reported when they fail,
+with uid and resourceVersion preconditions. A recording stand-in for the client
+APIs lets each call fail in a scripted way."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from pyextender.actions.decisions import Decisions, Eviction
+from pyextender.api.names import GANG_GATE, GROUP_NAME_ANNOTATION
+from pyextender.api.objects import PodInfo
+from pyextender.cache.batch import GroupView
+from pyextender.framework.session import Job, Task
+from pyextender.server import actuator as actuator_mod
+from pyextender.server.actuator import Actuator
+from pyextender.server.metrics import Metrics
+from pyextender.server.scheduler_loop import SchedulerLoop
+
+
+class Api:
+    """Records calls; ``script[op]`` is a list of exceptions (None = succeed) per call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.script: dict[str, list[Exception | None]] = {}
+
+    def _do(self, op: str, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append((op, args, kwargs))
+        plan = self.script.get(op) or []
+        if plan:
+            exc = plan.pop(0)
+            if exc is not None:
+                raise exc
+
+        class Resp:
+            data = b"{}"
+
+            def release_conn(self) -> None:
+                pass
+
+        return Resp()
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        return lambda *a, **k: self._do(name, *a, **k)
+
+    def ops(self, op: str) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+        return [(a, k) for o, a, k in self.calls if o == op]
+
+
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(actuator_mod, "BACKOFF_S", 0.001)
+
+
+def _actuator() -> tuple[Actuator, Api, Metrics]:
+    metrics = Metrics()
+    act = Actuator.__new__(Actuator)
+    api = Api()
+    act.core = api  # type: ignore[assignment]
+    act.custom = api  # type: ignore[assignment]
+    act.metrics = metrics
+    act._limit = asyncio.Semaphore(4)
+    act._background = set()
+    act.said = {}
+    return act, api, metrics
+
+
+def _pod(name: str, group: str = "g", gates: tuple[str, ...] = (GANG_GATE,)) -> PodInfo:
+    return PodInfo(
+        namespace="ns",
+        name=name,
+        uid=f"uid-{name}",
+        scheduler_name="volcano",
+        node_name="",
+        phase="Pending",
+        requests={"cpu": 1000},
+        annotations={GROUP_NAME_ANNOTATION: group} if group else {},
+        gates=gates,
+    )
+
+
+def _group(rv: str = "41") -> GroupView:
+    return GroupView(
+        namespace="ns",
+        name="g",
+        uid="uid-g",
+        min_member=2,
+        resource_version=rv,
+        conditions=[
+            {"type": "Unschedulable", "status": "True", "message": "old"},
+            {"type": "Scheduled", "status": "True", "reason": "from-the-controllers"},
+        ],
+    )
+
+
+def _job(group: GroupView, pods: list[PodInfo]) -> Job:
+    tasks = [Task(pod=p, request=np.zeros(5, dtype=np.int64), node=-1) for p in pods]
+    return Job(
+        key=group.key,
+        queue="default",
+        priority=0,
+        created=0.0,
+        min_member=group.min_member,
+        tasks=tasks,
+        group=group,
+    )
+
+
+def _count(metrics: Metrics, op: str, result: str) -> float:
+    v = metrics.registry.get_sample_value(
+        "pyextender_api_writes_total", {"op": op, "result": result}
+    )
+    return v or 0.0
+
+
+def test_admit_carries_resource_version_and_keeps_other_conditions() -> None:
+    act, api, metrics = _actuator()
+    group = _group()
+    pods = [_pod("a"), _pod("b")]
+    job = _job(group, pods)
+    d = Decisions(admit=[job], lift=job.tasks)
+    out = asyncio.run(act.apply(d))
+    assert not out.failed_admissions and not out.failed_lifts
+    ((args, _),) = api.ops("patch_namespaced_custom_object_status")
+    body = args[-1]
+    assert body["metadata"] == {"resourceVersion": "41"}
+    assert body["status"]["phase"] == "Inqueue"
+    assert [c["type"] for c in body["status"]["conditions"]] == ["Scheduled"]
+    lifts = api.ops("patch_namespaced_pod")
+    assert len(lifts) == 2
+    patch = lifts[0][0][2]
+    assert patch[0] == {"op": "test", "path": "/metadata/uid", "value": "uid-a"}
+    assert _count(metrics, "admit", "ok") == 1 and _count(metrics, "lift", "ok") == 2
+
+
+def test_a_transient_failure_is_retried_then_succeeds() -> None:
+    act, api, metrics = _actuator()
+    api.script["patch_namespaced_pod"] = [
+        ApiException(status=429, reason="TooManyRequests"),
+        ConnectionError("reset"),
+        None,
+    ]
+    t = Task(pod=_pod("a", group=""), request=np.zeros(5, dtype=np.int64), node=-1)
+    out = asyncio.run(act.apply(Decisions(lift=[t])))
+    assert out.failed_lifts == []
+    assert len(api.ops("patch_namespaced_pod")) == 3
+    assert _count(metrics, "lift", "retried") == 2 and _count(metrics, "lift", "ok") == 1
+
+
+def test_a_failed_admission_keeps_the_gates_and_is_reported() -> None:
+    act, api, metrics = _actuator()
+    api.script["patch_namespaced_custom_object_status"] = [ApiException(status=409)]
+    group = _group()
+    job = _job(group, [_pod("a"), _pod("b")])
+    out = asyncio.run(act.apply(Decisions(admit=[job], lift=job.tasks)))
+    assert out.failed_admissions == ["uid-g"]
+    assert sorted(out.failed_lifts) == ["uid-a", "uid-b"]
+    assert api.ops("patch_namespaced_pod") == [], "gates lifted for a gang not admitted"
+    assert _count(metrics, "admit", "failed") == 1
+
+
+def test_fenced_writes_are_never_sent() -> None:
+    act, api, metrics = _actuator()
+    group = _group()
+    job = _job(group, [_pod("a"), _pod("b")])
+    victim = Task(pod=_pod("v", group=""), request=np.zeros(5, dtype=np.int64), node=0)
+    d = Decisions(admit=[job], lift=job.tasks, evictions=[Eviction(victim, "preempt", "x", "y")])
+    out = asyncio.run(act.apply(d, allowed=lambda: False))
+    assert api.calls == []
+    assert out.failed_admissions == ["uid-g"] and out.failed_evictions == ["uid-v"]
+    assert _count(metrics, "admit", "fenced") == 1 and _count(metrics, "evict", "fenced") == 1
+
+
+def test_eviction_names_the_uid_and_a_pdb_refusal_is_not_retried() -> None:
+    act, api, metrics = _actuator()
+    api.script["create_namespaced_pod_eviction"] = [ApiException(status=429)]
+    victim = Task(pod=_pod("v", group=""), request=np.zeros(5, dtype=np.int64), node=0)
+    out = asyncio.run(act.apply(Decisions(evictions=[Eviction(victim, "preempt", "x", "y")])))
+    ((args, _),) = api.ops("create_namespaced_pod_eviction")
+    assert args[2]["deleteOptions"] == {"preconditions": {"uid": "uid-v"}}
+    assert out.failed_evictions == ["uid-v"]
+    assert (
+        metrics.registry.get_sample_value(
+            "pyextender_evictions_total", {"action": "preempt", "result": "blocked_by_pdb"}
+        )
+        == 1.0
+    )
+
+
+def test_the_loop_forgets_failed_writes_so_the_next_cycle_retries() -> None:
+    loop = SchedulerLoop.__new__(SchedulerLoop)
+    loop._writes = set()
+    loop.admitted = {"uid-g": 1.0, "uid-h": 1.0}
+    loop.lifted = {"uid-a": 1.0, "uid-b": 1.0}
+    loop.evicted = {"uid-v": 1.0}
+
+    async def main() -> None:
+        out = actuator_mod.Applied(["uid-g"], ["uid-a"], ["uid-v"])
+
+        async def done() -> actuator_mod.Applied:
+            return out
+
+        fut = asyncio.ensure_future(done())
+        await fut
+        loop._written(fut)
+
+    asyncio.run(main())
+    assert loop.admitted == {"uid-h": 1.0}
+    assert loop.lifted == {"uid-b": 1.0}
+    assert loop.evicted == {}
+
+
+def test_memory_of_vanished_jobs_is_dropped() -> None:
+    act, _, _ = _actuator()
+    act.said = {"ns/a": ("x", 1.0), "ns/b": ("y", 1.0)}
+    act.forget({"ns/b"})
+    assert set(act.said) == {"ns/b"}
