@@ -1,15 +1,18 @@
 """``pyextender simulate``: replay the openb GPU trace (REPLAY.md) with our plugins.
 
-Prints progress on stderr, then a table on stdout and, as its very last
-line, one JSON object ``{"<policy>": {"alloc_at_100": ..., ...}, ...}``
-(percent of the cluster's GPUs; ``*_sd`` = standard deviation over seeds).
+One or more pod lists (``--pods`` repeated, or a folder of ``*pod_list*.csv``)
+against the same node list; every (workload, policy, seed) is one run. Prints
+progress per run on stderr, then one table across workloads on stdout and, as
+its very last line, one JSON object ``{"<workload>": {"<policy>": {"alloc_at_100":
+..., ...}}}`` (percent of the cluster's GPUs; ``*_sd`` = sd over seeds).
+``--results DIR`` keeps every run's curves (and reuses runs found there);
+``--plot`` draws one figure per workload.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -17,8 +20,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from pyextender.simulate.runs import Run, load_run, save_run, summarise, workload_name
 from pyextender.simulate.trace import (
     NodeRow,
     PodRow,
@@ -29,15 +31,6 @@ from pyextender.simulate.trace import (
 )
 
 DEFAULT_TRACES = default_traces()
-
-# (json key, column, curve) reported per policy
-METRICS: tuple[tuple[str, int, str], ...] = (
-    ("alloc_at_100", 100, "alloc"),
-    ("alloc_at_130", 130, "alloc"),
-    ("frag_amount_at_100", 100, "frag_amount"),
-    ("frag_ratio_at_80", 80, "frag_ratio"),
-    ("frag_ratio_at_100", 100, "frag_ratio"),
-)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -60,6 +53,20 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def pod_lists(paths: list[Path]) -> list[Path]:
+    """Files as given; a folder stands for its ``*pod_list*.csv`` files (sorted)."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(path.glob("*pod_list*.csv"))
+            if not found:
+                raise TraceError(f"{path}: no *pod_list*.csv files")
+            out.extend(found)
+        else:
+            out.append(path)
+    return out
+
+
 def register(sub: Any) -> None:
     from pyextender.simulate.policies import POLICIES
 
@@ -69,7 +76,7 @@ def register(sub: Any) -> None:
         description=(
             "Replay the FGD allocation experiment (REPLAY.md) on the openb trace: pods arrive "
             "one by one until 130% of the cluster's GPUs is requested; report the GPU "
-            "allocation rate per policy, mean and sd over seeds."
+            "allocation rate per workload and policy, mean and sd over seeds."
         ),
     )
     p.add_argument(
@@ -81,8 +88,11 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--pods",
         type=Path,
-        default=DEFAULT_TRACES / "openb_pod_list_default.csv",
-        help="pod list CSV (default %(default)s)",
+        action="append",
+        help=(
+            "pod list CSV, repeatable, or a folder of *pod_list*.csv "
+            f"(default {DEFAULT_TRACES / 'openb_pod_list_default.csv'})"
+        ),
     )
     p.add_argument(
         "--policy",
@@ -91,27 +101,27 @@ def register(sub: Any) -> None:
         help=f"policy to replay, repeatable, or 'all' ({', '.join(POLICIES)}; default pyextender)",
     )
     p.add_argument("--seeds", type=parse_seeds, default=list(range(42, 52)), help="e.g. 42-51")
-    p.add_argument("--plot", type=Path, help="write allocation vs arrived workload as PNG")
+    p.add_argument(
+        "--plot",
+        type=Path,
+        help="PNG per workload: a file for one workload, else a folder of <workload>.png",
+    )
+    p.add_argument("--results", type=Path, help="folder keeping each run's curves (reused)")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")
     p.set_defaults(func=run)
 
 
-def _run_one(nodes: list[NodeRow], pods: list[PodRow], policy: str, seed: int) -> Any:
+def _run_one(
+    nodes: list[NodeRow], pods: list[PodRow], workload: str, policy: str, seed: int
+) -> Run:
     from pyextender.simulate.policies import POLICIES
     from pyextender.simulate.protocol import arrival_sequence
     from pyextender.simulate.replay import replay
 
     total_gpus = sum(n.gpus for n in nodes)
     arrivals = arrival_sequence(pods, total_gpus, seed)
-    return replay(nodes, pods, arrivals, POLICIES[policy], seed, time.perf_counter)
-
-
-def _stats(values: list[float]) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.shape[0] == 0 or np.isnan(arr).all():
-        return math.nan, math.nan
-    sd = float(np.nanstd(arr, ddof=1)) if arr.shape[0] > 1 else 0.0
-    return float(np.nanmean(arr)), sd
+    res = replay(nodes, pods, arrivals, POLICIES[policy], seed, time.perf_counter)
+    return Run(workload, res.policy, seed, res.pods, res.placed, res.seconds, res.curves)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,92 +135,64 @@ def run(args: argparse.Namespace) -> int:
         print(f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}", file=sys.stderr)
         return 2
     try:
+        files = pod_lists(args.pods or [DEFAULT_TRACES / "openb_pod_list_default.csv"])
         nodes = load_nodes(args.nodes)
-        pods = load_pods(args.pods)
+        workloads = {workload_name(f): load_pods(f) for f in files}
     except TraceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     gpu_nodes = [n for n in nodes if n.gpus > 0]  # CPU-only nodes are not used (§1)
-    jobs = [(name, seed) for name in names for seed in args.seeds]
+    results: dict[str, dict[str, list[Run]]] = {w: {n: [] for n in names} for w in workloads}
+    todo = []
+    for w in workloads:
+        for name in names:
+            for seed in args.seeds:
+                kept = load_run(args.results, w, name, seed) if args.results else None
+                if kept is not None:
+                    results[w][name].append(kept)
+                else:
+                    todo.append((w, name, seed))
+    reused = len(workloads) * len(names) * len(args.seeds) - len(todo)
     print(
-        f"replaying {len(pods)} pods on {len(gpu_nodes)} nodes "
-        f"({sum(n.gpus for n in gpu_nodes)} GPUs): {len(names)} policies x "
-        f"{len(args.seeds)} seeds on {args.jobs} processes",
+        f"{len(workloads)} workloads x {len(names)} policies x {len(args.seeds)} seeds on "
+        f"{len(gpu_nodes)} nodes ({sum(n.gpus for n in gpu_nodes)} GPUs): {len(todo)} runs on "
+        f"{args.jobs} processes, {reused} reused from {args.results}",
         file=sys.stderr,
         flush=True,
     )
-    results: dict[str, list[Any]] = {n: [] for n in names}
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
-        futures = {
-            pool.submit(_run_one, gpu_nodes, pods, name, seed): (name, seed) for name, seed in jobs
-        }
+        futures = [
+            pool.submit(_run_one, gpu_nodes, workloads[w], w, name, seed) for w, name, seed in todo
+        ]
         for done, fut in enumerate(as_completed(futures), 1):
             res = fut.result()
-            results[res.policy].append(res)
+            results[res.workload][res.policy].append(res)
+            if args.results:
+                save_run(args.results, res)
+            elapsed = time.perf_counter() - start
+            eta = elapsed / done * (len(todo) - done)
             print(
-                f"[{done}/{len(jobs)}] {res.policy:<16} seed {res.seed}: "
+                f"[{done}/{len(todo)}] {res.workload:<12} {res.policy:<16} seed {res.seed}: "
                 f"alloc@100 {res.curves.alloc[100]:.2f}%  alloc@130 {res.curves.alloc[130]:.2f}%  "
-                f"({res.seconds:.1f}s, {time.perf_counter() - start:.0f}s elapsed)",
+                f"({res.seconds:.0f}s; {elapsed:.0f}s elapsed, ~{eta:.0f}s left)",
                 file=sys.stderr,
                 flush=True,
             )
-    summary: dict[str, dict[str, float]] = {}
-    for name in names:
-        runs = sorted(results[name], key=lambda r: r.seed)
-        row: dict[str, float] = {}
-        for key, col, curve in METRICS:
-            mean, sd = _stats([float(getattr(r.curves, curve)[col]) for r in runs])
-            row[key] = round(mean, 3)
-            row[f"{key}_sd"] = round(sd, 3)
-        row["seeds"] = len(runs)
-        summary[name] = row
-    _print_table(summary)
+    summary = {
+        w: {n: summarise(sorted(runs, key=lambda r: r.seed)) for n, runs in by.items()}
+        for w, by in results.items()
+    }
+    from pyextender.simulate.report import print_table
+
+    print_table(summary)
     if args.plot:
-        _plot(results, args.plot)
-        print(f"wrote {args.plot}")
-    print(json.dumps(summary, sort_keys=False))
+        from pyextender.simulate.plot import plot_workload
+
+        for w, by in results.items():
+            out = args.plot if len(results) == 1 and args.plot.suffix == ".png" else None
+            out = out or args.plot / f"{w}.png"
+            plot_workload(w, by, out)
+            print(f"wrote {out}")
+    print(json.dumps(summary))
     return 0
-
-
-def _print_table(summary: dict[str, dict[str, float]]) -> None:
-    head = (
-        f"{'policy':<16} {'seeds':>5} {'alloc@100 (sd)':>16} {'alloc@130 (sd)':>16} "
-        f"{'frag amt@100':>13} {'frag ratio@80':>14} {'frag ratio@100':>15}"
-    )
-    print("GPU allocation, % of cluster GPUs, mean (sd) over seeds")
-    print(head)
-    print("-" * len(head))
-    for name, row in summary.items():
-        a100 = f"{row['alloc_at_100']:.2f} ({row['alloc_at_100_sd']:.2f})"
-        a130 = f"{row['alloc_at_130']:.2f} ({row['alloc_at_130_sd']:.2f})"
-        print(
-            f"{name:<16} {int(row['seeds']):>5} {a100:>16} {a130:>16} "
-            f"{row['frag_amount_at_100']:>13.2f} {row['frag_ratio_at_80']:>14.2f} "
-            f"{row['frag_ratio_at_100']:>15.2f}"
-        )
-    print("paper (REPLAY.md §7): FGD 95.23 / 95.39, BestFit 92.86 / 93.08, Random 86.30 / 87.47")
-
-
-def _plot(results: dict[str, list[Any]], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5))
-    x = np.arange(131)
-    for name, runs in results.items():
-        curve = np.nanmean(np.stack([r.curves.alloc for r in runs]), axis=0)
-        ax.plot(x, curve, label=name)
-    ax.plot(x, np.minimum(x, 100), color="grey", linestyle=":", label="ideal")
-    ax.set_xlabel("arrived GPU demand, % of cluster GPUs")
-    ax.set_ylabel("allocated GPUs, % of cluster GPUs")
-    ax.set_xlim(0, 130)
-    ax.set_ylim(0, 100)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    ax.set_title("openb trace replay (mean over seeds)")
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)

@@ -1,0 +1,127 @@
+"""Replay runs as records: one JSON file per (workload, policy, seed), and their summary.
+
+A run's record keeps the metric curves (columns 0..130, % of cluster GPUs), so
+tables and plots can be redrawn, and long experiments resumed, without
+replaying again. ``--results DIR`` stores them as ``DIR/<workload>/<policy>-<seed>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from pyextender.simulate.protocol import Curves
+
+F64 = npt.NDArray[np.float64]
+
+POD_LIST_PREFIX = "openb_pod_list_"
+
+
+def workload_name(pods: Path) -> str:
+    """``openb_pod_list_gpushare40.csv`` -> ``gpushare40`` (any other file: its stem)."""
+    stem = pods.stem
+    return stem[len(POD_LIST_PREFIX) :] if stem.startswith(POD_LIST_PREFIX) else stem
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One replay: a policy on a workload with a seed."""
+
+    workload: str
+    policy: str
+    seed: int
+    pods: int
+    placed: int
+    seconds: float
+    curves: Curves
+
+    def to_json(self) -> str:
+        def clean(a: F64) -> list[float | None]:
+            return [None if math.isnan(v) else round(float(v), 6) for v in a]
+
+        return json.dumps(
+            {
+                "workload": self.workload,
+                "policy": self.policy,
+                "seed": self.seed,
+                "pods": self.pods,
+                "placed": self.placed,
+                "seconds": round(self.seconds, 3),
+                "alloc": clean(self.curves.alloc),
+                "frag_amount": clean(self.curves.frag_amount),
+                "frag_ratio": clean(self.curves.frag_ratio),
+            }
+        )
+
+    @staticmethod
+    def from_json(text: str) -> Run:
+        raw = json.loads(text)
+
+        def arr(key: str) -> F64:
+            return np.asarray([math.nan if v is None else v for v in raw[key]], dtype=np.float64)
+
+        return Run(
+            workload=str(raw["workload"]),
+            policy=str(raw["policy"]),
+            seed=int(raw["seed"]),
+            pods=int(raw["pods"]),
+            placed=int(raw["placed"]),
+            seconds=float(raw["seconds"]),
+            curves=Curves(arr("alloc"), arr("frag_amount"), arr("frag_ratio")),
+        )
+
+
+def run_path(root: Path, workload: str, policy: str, seed: int) -> Path:
+    return root / workload / f"{policy}-{seed}.json"
+
+
+def load_run(root: Path, workload: str, policy: str, seed: int) -> Run | None:
+    """A stored run, or None when absent or unreadable (it is then replayed again)."""
+    path = run_path(root, workload, policy, seed)
+    try:
+        return Run.from_json(path.read_text())
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def save_run(root: Path, run: Run) -> None:
+    path = run_path(root, run.workload, run.policy, run.seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(run.to_json())
+    tmp.replace(path)
+
+
+# (json key, column, curve) reported per policy
+METRICS: tuple[tuple[str, int, str], ...] = (
+    ("alloc_at_100", 100, "alloc"),
+    ("alloc_at_130", 130, "alloc"),
+    ("frag_amount_at_100", 100, "frag_amount"),
+    ("frag_ratio_at_80", 80, "frag_ratio"),
+    ("frag_ratio_at_100", 100, "frag_ratio"),
+)
+
+
+def mean_sd(values: list[float]) -> tuple[float, float]:
+    """Mean and sample sd (ddof 1; 0 for one value), NaN when there is nothing."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.shape[0] == 0 or np.isnan(arr).all():
+        return math.nan, math.nan
+    sd = float(np.nanstd(arr, ddof=1)) if arr.shape[0] > 1 else 0.0
+    return float(np.nanmean(arr)), sd
+
+
+def summarise(runs: list[Run]) -> dict[str, float]:
+    """Mean and sd over seeds of every metric in METRICS (keys ``<name>``, ``<name>_sd``)."""
+    row: dict[str, float] = {}
+    for key, col, curve in METRICS:
+        mean, sd = mean_sd([float(getattr(r.curves, curve)[col]) for r in runs])
+        row[key] = round(mean, 3)
+        row[f"{key}_sd"] = round(sd, 3)
+    row["seeds"] = len(runs)
+    return row
