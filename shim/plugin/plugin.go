@@ -1,0 +1,341 @@
+// Package plugin is Pyextender, a kube-scheduler framework plugin that asks the
+// pyextender sidecar (gRPC, proto/pyextender/v1) at PreFilter, Filter, PreScore,
+// Score, Reserve, Unreserve, Permit and PostBind.
+//
+// Only gang pods of our scheduler are forwarded: a pod with another
+// schedulerName or without a PodGroup annotation passes through untouched.
+//
+// Filter and Score are batched: PreFilter asks the sidecar once about every
+// node and Filter answers the framework's per-node calls from that reply (the
+// same for PreScore/Score).
+//
+// Permit is the gang barrier. The sidecar counts the gang's members (bound,
+// reserved, or waiting here) and answers allow or wait. On allow, every waiting
+// member of the gang is allowed at once. When a waiting member times out or is
+// unreserved, every other waiting member of its gang is rejected too, so a gang
+// binds whole or not at all. When the sidecar cannot be reached the pod fails
+// with a status that says so; a gang pod is never let through on a guess.
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	pb "pyextender.io/shim/gen/pyextender/v1"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration.
+const Name = "Pyextender"
+
+const (
+	defaultTarget      = "unix:///run/pyextender/scheduler.sock"
+	defaultCallTimeout = 5 * time.Second
+	filterKey          = fwk.StateKey(Name + "/filter")
+	scoreKey           = fwk.StateKey(Name + "/score")
+)
+
+// Args are the plugin's pluginConfig args.
+type Args struct {
+	// Target is the sidecar's gRPC address: "unix:///path/to.sock" (the default,
+	// unix:///run/pyextender/scheduler.sock) or "host:port".
+	Target string `json:"target,omitempty"`
+	// CAFile, for a host:port target, turns TLS on, trusting this PEM bundle.
+	CAFile string `json:"caFile,omitempty"`
+	// CallTimeout bounds every call to the sidecar (default 5s).
+	CallTimeout metav1.Duration `json:"callTimeout,omitempty"`
+	// SchedulerName of the pods we forward (default: the profile's name).
+	SchedulerName string `json:"schedulerName,omitempty"`
+}
+
+// Pyextender implements the framework extension points by asking the sidecar.
+type Pyextender struct {
+	handle        fwk.Handle
+	client        pb.SchedulerClient
+	target        string
+	timeout       time.Duration
+	schedulerName string
+}
+
+var (
+	_ fwk.PreFilterPlugin = &Pyextender{}
+	_ fwk.FilterPlugin    = &Pyextender{}
+	_ fwk.PreScorePlugin  = &Pyextender{}
+	_ fwk.ScorePlugin     = &Pyextender{}
+	_ fwk.ReservePlugin   = &Pyextender{}
+	_ fwk.PermitPlugin    = &Pyextender{}
+	_ fwk.PostBindPlugin  = &Pyextender{}
+)
+
+// New builds the plugin from its args; the connection is made lazily by gRPC,
+// so a sidecar that starts later is found.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args := Args{}
+	if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+		return nil, fmt.Errorf("%s args: %w", Name, err)
+	}
+	if args.Target == "" {
+		args.Target = defaultTarget
+	}
+	if args.CallTimeout.Duration <= 0 {
+		args.CallTimeout.Duration = defaultCallTimeout
+	}
+	if args.SchedulerName == "" {
+		args.SchedulerName = h.ProfileName()
+	}
+	creds := insecure.NewCredentials()
+	if args.CAFile != "" {
+		tls, err := credentials.NewClientTLSFromFile(args.CAFile, "")
+		if err != nil {
+			return nil, fmt.Errorf("%s args.caFile: %w", Name, err)
+		}
+		creds = tls
+	}
+	conn, err := grpc.NewClient(args.Target, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, fmt.Errorf("%s args.target %q: %w", Name, args.Target, err)
+	}
+	return &Pyextender{
+		handle:        h,
+		client:        pb.NewSchedulerClient(conn),
+		target:        args.Target,
+		timeout:       args.CallTimeout.Duration,
+		schedulerName: args.SchedulerName,
+	}, nil
+}
+
+// Name implements fwk.Plugin.
+func (p *Pyextender) Name() string { return Name }
+
+// ours: a gang pod of our scheduler; everything else passes through.
+func (p *Pyextender) ours(pod *v1.Pod) bool {
+	return pod.Spec.SchedulerName == p.schedulerName && gangOf(pod) != ""
+}
+
+func ref(pod *v1.Pod) *pb.PodRef {
+	return &pb.PodRef{
+		Uid:             string(pod.UID),
+		ResourceVersion: pod.ResourceVersion,
+		Namespace:       pod.Namespace,
+		Name:            pod.Name,
+	}
+}
+
+// unreachable turns a failed call into a status that names the sidecar.
+func (p *Pyextender) unreachable(point string, err error) *fwk.Status {
+	st, _ := status.FromError(err)
+	return fwk.NewStatus(fwk.Error, fmt.Sprintf(
+		"pyextender sidecar at %s did not answer %s: %s: %s", p.target, point, st.Code(), st.Message()))
+}
+
+// toStatus converts the wire status (same codes as fwk.Code).
+func toStatus(s *pb.Status) *fwk.Status {
+	if s == nil || s.Code == pb.Code_SUCCESS {
+		return nil
+	}
+	if s.Reason == "" {
+		return fwk.NewStatus(fwk.Code(s.Code))
+	}
+	return fwk.NewStatus(fwk.Code(s.Code), s.Reason)
+}
+
+func (p *Pyextender) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, p.timeout)
+}
+
+// filterVerdicts are the sidecar's Filter answer for one cycle: rejected nodes only.
+type filterVerdicts map[string]*fwk.Status
+
+// Clone implements fwk.StateData; the map is never written after PreFilter.
+func (f filterVerdicts) Clone() fwk.StateData { return f }
+
+type nodeScores map[string]int64
+
+// Clone implements fwk.StateData.
+func (s nodeScores) Clone() fwk.StateData { return s }
+
+// PreFilter asks the sidecar about the pod, then about every node at once.
+func (p *Pyextender) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if !p.ours(pod) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	cctx, cancel := p.call(ctx)
+	defer cancel()
+	pre, err := p.client.PreFilter(cctx, &pb.PreFilterRequest{Pod: ref(pod)})
+	if err != nil {
+		return nil, p.unreachable("PreFilter", err)
+	}
+	if s := toStatus(pre.GetStatus()); s != nil {
+		return nil, s
+	}
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, n.Node().Name)
+	}
+	reply, err := p.client.Filter(cctx, &pb.FilterRequest{Pod: ref(pod), NodeNames: names})
+	if err != nil {
+		return nil, p.unreachable("Filter", err)
+	}
+	if s := toStatus(reply.GetStatus()); s != nil {
+		return nil, s
+	}
+	verdicts := make(filterVerdicts, len(reply.Rejected))
+	for _, r := range reply.Rejected {
+		verdicts[r.NodeName] = fwk.NewStatus(fwk.Code(r.Code), r.Reason)
+	}
+	state.Write(filterKey, verdicts)
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin (none: the sidecar keeps its own state).
+func (p *Pyextender) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter answers from the batched verdicts.
+func (p *Pyextender) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, node fwk.NodeInfo) *fwk.Status {
+	data, err := state.Read(filterKey)
+	if err != nil {
+		return fwk.NewStatus(fwk.Error, "pyextender: no Filter verdicts in this cycle (PreFilter did not run)")
+	}
+	return data.(filterVerdicts)[node.Node().Name]
+}
+
+// PreScore asks the sidecar to score every feasible node at once.
+func (p *Pyextender) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	if !p.ours(pod) {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, n.Node().Name)
+	}
+	cctx, cancel := p.call(ctx)
+	defer cancel()
+	reply, err := p.client.Score(cctx, &pb.ScoreRequest{Pod: ref(pod), NodeNames: names})
+	if err != nil {
+		return p.unreachable("Score", err)
+	}
+	if s := toStatus(reply.GetStatus()); s != nil {
+		return s
+	}
+	if len(reply.Scores) != len(names) {
+		return fwk.NewStatus(fwk.Error, fmt.Sprintf(
+			"pyextender sidecar returned %d scores for %d nodes", len(reply.Scores), len(names)))
+	}
+	scores := make(nodeScores, len(names))
+	for i, name := range names {
+		scores[name] = reply.Scores[i]
+	}
+	state.Write(scoreKey, scores)
+	return nil
+}
+
+// Score answers from the batched scores (0..100, the framework's range).
+func (p *Pyextender) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, node fwk.NodeInfo) (int64, *fwk.Status) {
+	data, err := state.Read(scoreKey)
+	if err != nil {
+		return 0, fwk.NewStatus(fwk.Error, "pyextender: no scores in this cycle (PreScore did not run)")
+	}
+	return data.(nodeScores)[node.Node().Name], nil
+}
+
+// ScoreExtensions implements fwk.ScorePlugin (scores are already 0..100).
+func (p *Pyextender) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// Reserve: the sidecar counts the pod on the node (and chooses its GPUs).
+func (p *Pyextender) Reserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if !p.ours(pod) {
+		return nil
+	}
+	cctx, cancel := p.call(ctx)
+	defer cancel()
+	reply, err := p.client.Reserve(cctx, &pb.ReserveRequest{Pod: ref(pod), NodeName: nodeName})
+	if err != nil {
+		return p.unreachable("Reserve", err)
+	}
+	return toStatus(reply.GetStatus())
+}
+
+// Unreserve releases the pod in the sidecar and rejects every waiting member of
+// its gang: a gang that lost a member must not bind the rest.
+func (p *Pyextender) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
+	if !p.ours(pod) {
+		return
+	}
+	gang := gangOf(pod)
+	n := rejectGang(p.handle, gang, Name, fmt.Sprintf("gang %s: member %s/%s was unreserved", gang, pod.Namespace, pod.Name))
+	cctx, cancel := p.call(ctx)
+	defer cancel()
+	if _, err := p.client.Unreserve(cctx, &pb.UnreserveRequest{Pod: ref(pod), NodeName: nodeName}); err != nil {
+		klog.FromContext(ctx).Info("pyextender: Unreserve not delivered (the sidecar rebuilds its state on restart)",
+			"pod", klog.KObj(pod), "err", err)
+	}
+	if n > 0 {
+		klog.FromContext(ctx).V(2).Info("pyextender: rejected waiting gang members", "gang", gang, "count", n)
+	}
+}
+
+// Permit is the gang barrier.
+func (p *Pyextender) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+	if !p.ours(pod) {
+		return nil, 0
+	}
+	gang := gangOf(pod)
+	cctx, cancel := p.call(ctx)
+	defer cancel()
+	reply, err := p.client.Permit(cctx, &pb.PermitRequest{
+		Pod:               ref(pod),
+		NodeName:          nodeName,
+		WaitingMemberUids: waitingMembers(p.handle, gang, pod.UID),
+	})
+	if err != nil {
+		// never bind a gang member on a guess; Unreserve rejects the waiting rest
+		st := p.unreachable("Permit", err)
+		return fwk.NewStatus(fwk.Unschedulable, st.Message()), 0
+	}
+	st, wait := permitDecision(reply)
+	if st.IsSuccess() {
+		allowGang(p.handle, gang, Name)
+	}
+	return st, wait
+}
+
+// permitDecision translates the sidecar's Permit reply.
+func permitDecision(reply *pb.PermitResponse) (*fwk.Status, time.Duration) {
+	switch code := reply.GetStatus().GetCode(); code {
+	case pb.Code_SUCCESS:
+		return fwk.NewStatus(fwk.Success), 0
+	case pb.Code_WAIT:
+		wait := reply.GetTimeout().AsDuration()
+		if wait <= 0 {
+			return fwk.NewStatus(fwk.Unschedulable, "pyextender: Permit said wait without a timeout"), 0
+		}
+		return fwk.NewStatus(fwk.Wait, reply.GetStatus().GetReason()), wait
+	case pb.Code_ERROR, pb.Code_UNSCHEDULABLE, pb.Code_UNSCHEDULABLE_AND_UNRESOLVABLE:
+		return fwk.NewStatus(fwk.Code(code), reply.GetStatus().GetReason()), 0
+	default:
+		return fwk.NewStatus(fwk.Error, fmt.Sprintf("pyextender: unexpected Permit code %s", code)), 0
+	}
+}
+
+// PostBind tells the sidecar the pod is bound (informational).
+func (p *Pyextender) PostBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
+	if !p.ours(pod) {
+		return
+	}
+	cctx, cancel := p.call(ctx)
+	defer cancel()
+	if _, err := p.client.PostBind(cctx, &pb.PostBindRequest{Pod: ref(pod), NodeName: nodeName}); err != nil {
+		klog.FromContext(ctx).Info("pyextender: PostBind not delivered", "pod", klog.KObj(pod), "err", err)
+	}
+}
