@@ -96,7 +96,7 @@ class GpuState:
         self.placed: dict[str, int] = {}
         """pod uid -> row"""
         self.learned = LearnedClasses()
-        self.fgd_memo: dict[tuple[int, int, int, int], Any] = {}
+        self.fgd_memo: dict[tuple[int, int, int, int, bool], Any] = {}
         """gpu-share's per-pod-shape Δ memo (pyextender.plugins.gpu_share)."""
         self.fixed_classes: TaskClasses | None = None
 

@@ -53,6 +53,7 @@ def fgd_loops(
     req_cpu: int,  # milli-cores
     req_milli: I64,  # [n] milli-GPU per GPU on each node (memory shares differ per node)
     req_num: int,  # GPUs; 0 = CPU-only pod
+    cpu_fed: int,  # 1: count the GPU milli the free CPU cannot feed as fragmented (see doc)
     cnt: I64,  # scratch [M]
     low: I64,  # scratch [M]
     out_before: I64,  # [n] W_n before
@@ -85,7 +86,14 @@ def fgd_loops(
             ok = cls_num[m] > 0 and c >= cls_cpu[m] and cnt[m] >= cls_num[m]
             if ok and cls_mask[m] != 0:
                 ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
-            before += cls_w[m] * (low[m] if ok else total)
+            v = total
+            if ok:
+                v = low[m]
+                if cpu_fed == 1 and cls_cpu[m] > 0:
+                    starved = total - low[m] - (c // cls_cpu[m]) * cls_milli[m] * cls_num[m]
+                    if starved > 0:
+                        v += starved
+            before += cls_w[m] * v
         out_before[i] = before
         u_req = req_milli[i]
         c2 = c - req_cpu
@@ -97,12 +105,28 @@ def fgd_loops(
                 ok = cls_num[m] > 0 and c2 >= cls_cpu[m] and cnt[m] >= cls_num[m]
                 if ok and cls_mask[m] != 0:
                     ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
-                after += cls_w[m] * (low[m] if ok else total)
+                v = total
+                if ok:
+                    v = low[m]
+                    if cpu_fed == 1 and cls_cpu[m] > 0:
+                        starved = total - low[m] - (c2 // cls_cpu[m]) * cls_milli[m] * cls_num[m]
+                        if starved > 0:
+                            v += starved
+                after += cls_w[m] * v
             best = before - after
         elif req_num == 1 and u_req < MILLI:
             for j in range(ng):
                 g = free_milli[base + j]
                 if g < u_req:
+                    continue
+                # a GPU with the same free milli as an earlier one gives the same Δ, and
+                # ties keep the lowest index: most nodes hold 2-3 distinct values of 8
+                seen = False
+                for jj in range(j):
+                    if free_milli[base + jj] == g:
+                        seen = True
+                        break
+                if seen:
                     continue
                 g2 = g - u_req
                 after = 0
@@ -121,7 +145,15 @@ def fgd_loops(
                     ok = cls_num[m] > 0 and c2 >= cls_cpu[m] and a >= cls_num[m]
                     if ok and cls_mask[m] != 0:
                         ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
-                    after += cls_w[m] * (b if ok else total - u_req)
+                    v = total - u_req
+                    if ok:
+                        v = b
+                        if cpu_fed == 1 and cls_cpu[m] > 0:
+                            fed = (c2 // cls_cpu[m]) * cls_milli[m] * cls_num[m]
+                            starved = total - u_req - b - fed
+                            if starved > 0:
+                                v += starved
+                    after += cls_w[m] * v
                 delta = before - after
                 if delta > best:
                     best = delta
@@ -139,7 +171,15 @@ def fgd_loops(
                     ok = cls_num[m] > 0 and c2 >= cls_cpu[m] and cnt[m] - req_num >= cls_num[m]
                     if ok and cls_mask[m] != 0:
                         ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
-                    after += cls_w[m] * (low[m] if ok else total - req_num * MILLI)
+                    v = total - req_num * MILLI
+                    if ok:
+                        v = low[m]
+                        if cpu_fed == 1 and cls_cpu[m] > 0:
+                            fed = (c2 // cls_cpu[m]) * cls_milli[m] * cls_num[m]
+                            starved = total - req_num * MILLI - low[m] - fed
+                            if starved > 0:
+                                v += starved
+                    after += cls_w[m] * v
                 best = before - after
         out_delta[i] = best
         out_gpu[i] = best_gpu
@@ -182,6 +222,7 @@ def _run(
     req_cpu: int,
     req_milli: I64,
     req_num: int,
+    cpu_fed: bool,
 ) -> FgdResult:
     n, stride, flat = _prepare(nodes)
     before = np.empty(n, dtype=np.int64)
@@ -195,6 +236,7 @@ def _run(
         np.ascontiguousarray(nodes.model, dtype=np.int32),
         m, classes.cpu, classes.milli, classes.num, classes.model_mask, classes.weight,
         int(req_cpu), np.ascontiguousarray(req_milli, dtype=np.int64), int(req_num),
+        int(cpu_fed),
         np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64),
     )  # fmt: skip
     if kernel is None:
@@ -211,17 +253,27 @@ def _run(
 
 
 def fgd_scores(
-    nodes: FgdInput, classes: TaskClasses, req_cpu: int, req_milli: I64, req_num: int
+    nodes: FgdInput,
+    classes: TaskClasses,
+    req_cpu: int,
+    req_milli: I64,
+    req_num: int,
+    cpu_fed: bool = False,
 ) -> FgdResult:
     """numba kernel: W before and the best Δ of placing the pod on each node."""
-    return _run(_fgd_jit, nodes, classes, req_cpu, req_milli, req_num)
+    return _run(_fgd_jit, nodes, classes, req_cpu, req_milli, req_num, cpu_fed)
 
 
 def fgd_scores_python(
-    nodes: FgdInput, classes: TaskClasses, req_cpu: int, req_milli: I64, req_num: int
+    nodes: FgdInput,
+    classes: TaskClasses,
+    req_cpu: int,
+    req_milli: I64,
+    req_num: int,
+    cpu_fed: bool = False,
 ) -> FgdResult:
     """Pure-Python reference: the same loops run by the interpreter over lists."""
-    return _run(None, nodes, classes, req_cpu, req_milli, req_num)
+    return _run(None, nodes, classes, req_cpu, req_milli, req_num, cpu_fed)
 
 
 def _class_state(
@@ -252,10 +304,20 @@ def _frag_of(
     cpu: I64,
     model_ok: npt.NDArray[np.bool_],
     classes: TaskClasses,
+    cpu_fed: bool,
 ) -> I64:
-    """W = Σ_m w_m·(low if m fits else total); leading shapes of cnt/low/total/cpu broadcast."""
+    """W = Σ_m w_m·(low if m fits else total); leading shapes of cnt/low/total/cpu broadcast.
+
+    With ``cpu_fed``, a class that fits also strands the milli on fitting GPUs beyond
+    what ⌊cpu / c_m⌋ of its tasks can take.
+    """
     ok = (classes.num > 0) & (cpu[..., None] >= classes.cpu) & (cnt >= classes.num) & model_ok
-    per_class = np.where(ok, low, total[..., None]).astype(np.float64)
+    value = low
+    if cpu_fed:
+        tasks = cpu[..., None] // np.maximum(classes.cpu, 1)
+        fed = np.where(classes.cpu > 0, tasks * classes.milli * classes.num, total[..., None])
+        value = low + np.maximum(total[..., None] - low - fed, 0)
+    per_class = np.where(ok, value, total[..., None]).astype(np.float64)
     # a BLAS dot product; exact, as every partial sum is an integer below 2**53
     result: I64 = (per_class @ classes.weight.astype(np.float64)).astype(np.int64)
     return result
@@ -271,7 +333,12 @@ def _prepare_numpy(nodes: FgdInput) -> tuple[I64, npt.NDArray[np.bool_], I64]:
 
 
 def fgd_scores_numpy(
-    nodes: FgdInput, classes: TaskClasses, req_cpu: int, req_milli: I64, req_num: int
+    nodes: FgdInput,
+    classes: TaskClasses,
+    req_cpu: int,
+    req_milli: I64,
+    req_num: int,
+    cpu_fed: bool = False,
 ) -> FgdResult:
     """Vectorised numpy reference: per-class state [n, M] once, then the change each
     placement makes to it (one GPU for a share: [n, G, M]), as the kernel does."""
@@ -279,15 +346,15 @@ def fgd_scores_numpy(
     n = free.shape[0]
     ok_model = _model_ok(nodes.model, classes)
     cnt, low, total = _class_state(free, real, classes)
-    before = _frag_of(cnt, low, total, cpu, ok_model, classes)
+    before = _frag_of(cnt, low, total, cpu, ok_model, classes, cpu_fed)
     cpu2 = cpu - req_cpu
     u = req_milli.astype(np.int64)
     gpu = np.full(n, -1, dtype=np.int32)
     if req_num == 0:
-        delta = before - _frag_of(cnt, low, total, cpu2, ok_model, classes)
+        delta = before - _frag_of(cnt, low, total, cpu2, ok_model, classes, cpu_fed)
         return FgdResult(before, delta.astype(np.int64), gpu)
     if req_num == 1:
-        per_gpu = _per_gpu(free, real, cnt, low, total, cpu2, ok_model, classes, before, u)
+        per_gpu = _per_gpu(free, real, cnt, low, total, cpu2, ok_model, classes, before, u, cpu_fed)
         best_j = per_gpu.argmax(axis=1)  # first maximum: lowest index on ties, as the kernel
         best = per_gpu[np.arange(n), best_j]
         gpu = np.where(best > NO_FIT, best_j, -1).astype(np.int32)
@@ -296,7 +363,7 @@ def fgd_scores_numpy(
     # whole GPUs (k ≥ 2, or one GPU share of a full GPU): k wholly free GPUs leave the
     # count of every class (u_m ≤ MILLI) and add nothing to low
     whole = (free >= MILLI).sum(axis=1)
-    after = _frag_of(cnt - req_num, low, total - req_num * MILLI, cpu2, ok_model, classes)
+    after = _frag_of(cnt - req_num, low, total - req_num * MILLI, cpu2, ok_model, classes, cpu_fed)
     whole_delta = np.where((whole >= req_num) & (u <= MILLI), before - after, NO_FIT)
     sharing = (req_num == 1) & (u < MILLI)
     delta = np.where(sharing, best, whole_delta)
@@ -315,6 +382,7 @@ def _per_gpu(
     classes: TaskClasses,
     before: I64,
     u: I64,
+    cpu_fed: bool,
 ) -> I64:
     """Δ of a u-milli share on each GPU [n, G] (NO_FIT where it does not fit): moving GPU
     j from g to g − u changes only that GPU's term in cnt and low of each class."""
@@ -325,21 +393,27 @@ def _per_gpu(
     fit_g, fit_g2 = g >= um, g2 >= um  # [n, G, M]
     a = cnt[:, None, :].astype(np.int32) - fit_g + fit_g2
     b = low[:, None, :].astype(np.int32) - np.where(fit_g, 0, g) + np.where(fit_g2, 0, g2)
-    after = _frag_of(a, b, (total - u)[:, None], cpu2[:, None], ok_model[:, None, :], classes)
+    after = _frag_of(
+        a, b, (total - u)[:, None], cpu2[:, None], ok_model[:, None, :], classes, cpu_fed
+    )
     fits = (free >= u[:, None]) & real
     result: I64 = np.where(fits, before[:, None] - after, NO_FIT)
     return result
 
 
-def fgd_gpu_deltas(nodes: FgdInput, classes: TaskClasses, req_cpu: int, req_milli: I64) -> I64:
+def fgd_gpu_deltas(
+    nodes: FgdInput, classes: TaskClasses, req_cpu: int, req_milli: I64, cpu_fed: bool = False
+) -> I64:
     """Δ of a sharing pod on every GPU slot of every node ([n, stride], NO_FIT beyond the
     node's GPUs and where it does not fit); used to pick the GPU at bind."""
     free, real, cpu = _prepare_numpy(nodes)
     ok_model = _model_ok(nodes.model, classes)
     cnt, low, total = _class_state(free, real, classes)
-    before = _frag_of(cnt, low, total, cpu, ok_model, classes)
+    before = _frag_of(cnt, low, total, cpu, ok_model, classes, cpu_fed)
     u = req_milli.astype(np.int64)
-    per_gpu = _per_gpu(free, real, cnt, low, total, cpu - req_cpu, ok_model, classes, before, u)
+    per_gpu = _per_gpu(
+        free, real, cnt, low, total, cpu - req_cpu, ok_model, classes, before, u, cpu_fed
+    )
     out = np.full(nodes.free_milli.shape, NO_FIT, dtype=np.int64)
     out[:, : per_gpu.shape[1]] = per_gpu
     return out

@@ -69,7 +69,7 @@ def _fgd(seed: int) -> tuple[Profile, Chooser]:
     share = gpu_share.GpuShare(gpu_share.Args(resolution=1.0))
 
     def choose(ctx: PodContext, row: int) -> tuple[int, ...]:
-        return gpu_share.choose_gpus(ctx, row, resolution=1.0)
+        return gpu_share.choose_gpus(ctx, row, resolution=1.0, best_fit_ties=False)
 
     return _profile((share, 1.0)), choose
 
@@ -81,7 +81,12 @@ def _simple(plugin: ScorePlugin) -> tuple[Profile, Chooser]:
 POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
-        Policy("pyextender", _pyextender, "production: gpu-share (FGD) + gpu-topology"),
+        Policy(
+            "pyextender",
+            _pyextender,
+            "the sidecar's shipped config, classes learned online from placed pods",
+            learns_classes=True,
+        ),
         Policy("fgd", _fgd, "the paper's FGD: integer scores, GPU by top score"),
         Policy(
             "random",

@@ -6,6 +6,11 @@ permutation), let the policy pick GPU indices (the bind step's job), annotate
 the pod with them and add it to the state. After every attempt it records
 arrived demand, allocated GPU milli and the cluster's FGD fragmentation
 (kept per node, updated only for the node that changed).
+
+The metric always uses the protocol's task classes (REPLAY.md §4: the
+original trace's, 95 % coverage). A policy either scores with those too (the
+paper's baselines) or, like the sidecar, learns them online from the pods it
+has placed so far (``learns_classes``): it never sees the trace ahead.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import numpy.typing as npt
 from pyextender.api import names
 from pyextender.api.objects import NodeInfo, PodInfo
 from pyextender.api.resources import CPU, GPU, MEMORY, PODS, PYEXTENDER_GPU_MILLI
+from pyextender.api.task_classes import LearnedClasses, TaskClasses, select_classes
 from pyextender.cache.state import ClusterState
 from pyextender.framework.interfaces import IntArray, PodContext
 from pyextender.framework.runtime import Profile
@@ -41,6 +47,30 @@ class Policy:
     name: str
     build: Callable[[int], tuple[Profile, Chooser]]
     summary: str
+    learns_classes: bool = False
+    """Score with task classes learned from the pods placed so far (the sidecar's
+    model), not the protocol's classes of the whole trace."""
+
+
+REBUILD_PODS = 100
+"""The learned class model is rebuilt after this many more placed pods. The sidecar
+rebuilds at most every 10 s; the replay has no clock and must not depend on the
+machine's speed, so it counts pods."""
+
+
+class ReplayClasses(LearnedClasses):
+    """The sidecar's online class model, rebuilt every REBUILD_PODS observations."""
+
+    def __init__(self, every: int = REBUILD_PODS) -> None:
+        super().__init__()
+        self.every = every
+        self._at = -every
+
+    def classes(self) -> TaskClasses:
+        if self._built is None or self.version - self._at >= self.every:
+            self._built = select_classes(self.counts)
+            self._at = self.version
+        return self._built
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,14 +123,13 @@ def pod_info(pod: PodRow, uid: int) -> PodInfo:
     )
 
 
-def _frag(state: ClusterState, rows: IntArray) -> npt.NDArray[np.int64]:
-    """Weighted FGD fragmentation W of the rows (see kernels.gpu_share)."""
+def _frag(state: ClusterState, rows: IntArray, classes: TaskClasses) -> npt.NDArray[np.int64]:
+    """Weighted FGD fragmentation W of the rows for the protocol's classes."""
     ctx = PodContext(
         pod=pod_info(PodRow("", 0, 0, 0, 0, ()), -1),
         state=state,
         request=np.zeros(1, dtype=np.int64),
     )
-    classes = state.gpu.classes()
     res = fgd_scores(fgd_input(ctx, rows), classes, 0, np.zeros(rows.shape[0], np.int64), 0)
     return res.before
 
@@ -115,13 +144,17 @@ def replay(
 ) -> RunResult:
     start = clock()
     state = build_state(nodes)
-    state.gpu.fixed_classes = task_classes(original, state.gpu.model_id)
-    w_sum = state.gpu.fixed_classes.weight_sum
+    protocol = task_classes(original, state.gpu.model_id)
+    if policy.learns_classes:
+        state.gpu.learned = ReplayClasses()
+    else:
+        state.gpu.fixed_classes = protocol
+    w_sum = protocol.weight_sum
     profile, choose = policy.build(seed)
     rows = state.live_rows()
     rank = node_order(rows.shape[0], seed)
     total_milli = 1000.0 * float(state.gpu.count[rows].sum())
-    frag = _frag(state, rows)
+    frag = _frag(state, rows, protocol)
     frag_sum = int(frag.sum())
     n = len(arrivals)
     arrived = np.empty(n)
@@ -146,7 +179,7 @@ def replay(
             u += row_pod.demand
             placed += 1
             one = np.asarray([row], dtype=np.int64)
-            new = int(_frag(state, one)[0])
+            new = int(_frag(state, one, protocol)[0])
             frag_sum += new - int(frag[row])
             frag[row] = new
         arrived[i] = a

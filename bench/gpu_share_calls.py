@@ -1,0 +1,167 @@
+"""The FGD (gpu-share) score as the sidecar calls it: per pod, over every node, with binds between.
+
+    .venv/bin/python bench/gpu_share_calls.py [--nodes 10000] [--pods 400]
+
+A ClusterState of N nodes (the openb node mix: 8×G2, 2×T4, 2×P100, ...,
+repeated to N) is filled to about half its GPUs; then pods drawn from the
+openb-like class mix arrive one by one. Each pod is one ``gradient()`` call
+over all N rows (what prioritize does), timed, followed by the bind of that
+pod to its best row (a cache delta: one row changes). The call recomputes
+only rows whose GPUs, free CPU or class model changed since the last call of
+the same pod shape (the per-shape memo updated from cache deltas); the first
+call of each shape is a full scan, reported apart as ``cold``. A full scan by
+the numba kernel alone (``fgd_scores`` on every row) is reported for
+comparison. Budget (DESIGN.md §5): ≤ 1 ms per call at 10,000 nodes. The last
+line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+from pyextender.api.task_classes import TaskClass, TaskClasses
+from pyextender.framework.interfaces import PodContext
+from pyextender.kernels.gpu_share import fgd_scores
+from pyextender.plugins.gpu_rows import fgd_input
+from pyextender.plugins.gpu_share import gradient
+from pyextender.simulate.replay import build_state, pod_info
+from pyextender.simulate.trace import NodeRow, PodRow
+
+NODE_MIX = (  # (GPUs, model, CPU milli, memory MiB, share of nodes %) ~ openb GPU nodes
+    (8, "G2", 96_000, 393_216, 45),
+    (2, "T4", 104_000, 524_288, 32),
+    (2, "P100", 16_000, 122_880, 9),
+    (8, "G3", 128_000, 786_432, 4),
+    (4, "V100M16", 32_000, 131_072, 4),
+    (8, "V100M32", 96_000, 393_216, 3),
+    (4, "T4", 96_000, 393_216, 3),
+)
+POD_MIX = (  # (CPU milli, GPUs, milli per GPU, weight) ~ openb default classes
+    (4000, 0, 0, 12),
+    (8000, 1, 1000, 45),
+    (6000, 1, 810, 12),
+    (4000, 1, 470, 9),
+    (3000, 1, 320, 4),
+    (6000, 1, 650, 3),
+    (2000, 1, 230, 2),
+    (16_000, 2, 1000, 1),
+    (32_000, 4, 1000, 1),
+    (64_000, 8, 1000, 1),
+)
+
+
+def nodes(n: int) -> list[NodeRow]:
+    out: list[NodeRow] = []
+    total = sum(m[4] for m in NODE_MIX)
+    for gpus, model, cpu, mem, share in NODE_MIX:
+        for _ in range(n * share // total):
+            out.append(NodeRow(f"n{len(out)}", cpu, mem, gpus, model))
+    while len(out) < n:
+        out.append(NodeRow(f"n{len(out)}", 96_000, 393_216, 8, "G2"))
+    return out
+
+
+def classes() -> TaskClasses:
+    return TaskClasses.build({TaskClass(c, m, k): w for c, k, m, w in POD_MIX})
+
+
+def pods(count: int, seed: int) -> list[PodRow]:
+    rng = np.random.default_rng(seed)
+    weights = np.asarray([p[3] for p in POD_MIX], dtype=np.float64)
+    picks = rng.choice(len(POD_MIX), size=count, p=weights / weights.sum())
+    return [
+        PodRow(f"p{i}", POD_MIX[k][0], 1024, POD_MIX[k][1], POD_MIX[k][2], ())
+        for i, k in enumerate(picks.tolist())
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--pods", type=int, default=400, help="timed pods after the fill")
+    args = parser.parse_args()
+    state = build_state(nodes(args.nodes))
+    state.gpu.fixed_classes = classes()
+    rows = state.live_rows()
+    total_gpus = int(state.gpu.count[rows].sum())
+    print(f"{args.nodes} nodes, {total_gpus} GPUs; filling to ~50 % ...", file=sys.stderr)
+    stream = iter(pods(10 * total_gpus, seed=1))
+    uid = 0
+
+    def place(row_pod: PodRow, timed: bool) -> tuple[float, bool]:
+        nonlocal uid
+        uid += 1
+        pod = pod_info(row_pod, uid)
+        ctx = PodContext(pod=pod, state=state, request=state.vector(pod.requests))
+        key = (row_pod.cpu_milli, row_pod.num_gpu, row_pod.gpu_milli)
+        cold = key not in seen
+        seen.add(key)
+        t0 = time.perf_counter()
+        delta, _ = gradient(ctx, rows)
+        took = time.perf_counter() - t0
+        free_cpu = state.alloc[rows, state.column["cpu"]] - state.used[rows, state.column["cpu"]]
+        ok = np.isfinite(delta) & (free_cpu >= row_pod.cpu_milli)
+        if ok.any():
+            best = int(rows[np.flatnonzero(ok)[np.argmax(delta[ok])]])
+            state.add_pod(pod, state.node_names[best])
+        return took, cold
+
+    seen: set[tuple[int, int, int]] = set()
+    used = 0
+    while used < 500 * total_gpus:  # milli-GPU: half the cluster
+        p = next(stream)
+        place(p, False)
+        used += p.demand
+    warm: list[float] = []
+    cold: list[float] = []
+    seen.clear()
+    state.gpu.fgd_memo.clear()
+    for _ in range(args.pods):
+        took, was_cold = place(next(stream), True)
+        (cold if was_cold else warm).append(took * 1e6)
+    # the kernel alone over every row: what each call would cost without the memo
+    probe = pod_info(PodRow("probe", 4000, 1024, 1, 470, ()), -1)
+    ctx = PodContext(pod=probe, state=state, request=state.vector(probe.requests))
+    milli = np.full(rows.shape[0], 470, dtype=np.int64)
+    inp = fgd_input(ctx, rows)
+    scan = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        fgd_scores(inp, state.gpu.classes(), 4000, milli, 1)
+        scan.append((time.perf_counter() - t0) * 1e6)
+
+    def pct(xs: list[float], q: float) -> float:
+        return round(float(np.percentile(xs, q)), 1) if xs else float("nan")
+
+    report = {
+        "nodes": args.nodes,
+        "calls_warm": len(warm),
+        "warm_p50_us": pct(warm, 50),
+        "warm_p99_us": pct(warm, 99),
+        "calls_cold": len(cold),
+        "cold_p50_us": pct(cold, 50),
+        "cold_p99_us": pct(cold, 99),
+        "full_scan_kernel_p50_us": pct(scan, 50),
+        "full_scan_kernel_p99_us": pct(scan, 99),
+        "budget_us": 1000.0,
+    }
+    print(f"gpu-share gradient() at {args.nodes} nodes, one bind between calls")
+    print(f"{'call':<34} {'calls':>6} {'p50 µs':>9} {'p99 µs':>9}")
+    print(f"{'warm (memo, stale rows only)':<34} {len(warm):>6} {report['warm_p50_us']:>9} "
+          f"{report['warm_p99_us']:>9}")  # fmt: skip
+    print(f"{'cold (first call of a shape)':<34} {len(cold):>6} {report['cold_p50_us']:>9} "
+          f"{report['cold_p99_us']:>9}")  # fmt: skip
+    scan50, scan99 = report["full_scan_kernel_p50_us"], report["full_scan_kernel_p99_us"]
+    print(f"{'kernel full scan (no memo)':<34} {len(scan):>6} {scan50:>9} {scan99:>9}")
+    print("budget: 1000 µs per call (DESIGN.md §5)")
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
