@@ -7,7 +7,7 @@ import json
 import sys
 
 from devcluster.build import ensure_binaries
-from devcluster.cluster import Cluster
+from devcluster.cluster import MODES, Cluster
 from devcluster.nodes import NodeShape
 
 
@@ -30,6 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--memory", default="512Gi", help="memory per node")
     up.add_argument("--extender-port", type=int, default=None, help="port of our extender")
     up.add_argument("--sidecar", action="store_true", help="also run the pyextender sidecar")
+    up.add_argument(
+        "--mode",
+        choices=MODES,
+        default="extender",
+        help="extender: stock kube-scheduler calling the sidecar's HTTP extender verbs; "
+        "framework: kube-scheduler built with our shim plugin, calling the sidecar over gRPC "
+        "(gangs wait in Permit) (default %(default)s)",
+    )
     sub.add_parser("down", help="stop every process of the cluster")
     sub.add_parser("status", help="print the cluster's state as JSON")
     bld = sub.add_parser(
@@ -54,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cmd == "up":
         shape = NodeShape(cpu=args.cpu, memory=args.memory, gpus=args.gpus_per_node)
-        st = cluster.up(args.nodes, shape, args.supernodes, args.extender_port)
+        st = cluster.up(args.nodes, shape, args.supernodes, args.extender_port, mode=args.mode)
         if args.sidecar:
             cluster.start_sidecar()
             cluster.wait_sidecar_ready()

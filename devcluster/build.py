@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GO_DIR = Path(__file__).resolve().parent / "go"
+SHIM_DIR = Path(__file__).resolve().parent.parent / "shim"
+"""The framework shim's Go module (kube-scheduler + the Pyextender plugin)."""
 KUBE_VERSION = "v1.36.3"
 VERSION_CHECK_TIMEOUT = 60.0  # seconds; a cold start of a 100 MB binary is well under it
 
@@ -101,6 +103,13 @@ COMPONENTS: tuple[Component, ...] = (
         ),
     ),
     Component("kwok", "v0.7.0", (Binary("kwok", "sigs.k8s.io/kwok/cmd/kwok"),)),
+    # kube-scheduler built with our plugin; keyed by our sources, so an edit rebuilds it
+    Component(
+        "shim",
+        f"{KUBE_VERSION}-{source_hash(SHIM_DIR)}",
+        (Binary("kube-scheduler-pyextender", "pyextender.io/shim", _kube_stamp(KUBE_VERSION)),),
+        module_dir=SHIM_DIR,
+    ),
 )
 
 

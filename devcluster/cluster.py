@@ -10,6 +10,7 @@ their process groups.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -29,6 +30,10 @@ from devcluster.nodes import NodeShape, node_manifest, supernode_of
 from pyextender.api.client import body_of
 
 ROOT_ENV = "PYEXTENDER_DEVCLUSTER_DIR"
+MODES = ("extender", "framework")
+"""How the volcano-profile kube-scheduler reaches the sidecar: the stock binary with an
+HTTP extender entry, or the shim-built binary whose plugin calls gRPC."""
+MAX_SOCKET_PATH = 100  # bytes; sun_path holds 108 on Linux
 CRD_DIR = Path(__file__).resolve().parent.parent / "manifests" / "crds"
 
 
@@ -55,6 +60,10 @@ class ClusterState:
     pids: dict[str, int] = field(default_factory=dict)
     nodes: int = 0
     logs: str = ""
+    mode: str = "extender"
+    """One of MODES."""
+    grpc_socket: str = ""
+    """Framework mode: the sidecar's gRPC socket, which the shim's plugin dials."""
 
     def save(self) -> None:
         Path(self.dir, "state.json").write_text(json.dumps(asdict(self), indent=2))
@@ -120,7 +129,10 @@ class Cluster:
         supernodes: int = 0,
         extender_port: int | None = None,
         timeout: float = 120.0,
+        mode: str = "extender",
     ) -> ClusterState:
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
         current = self.state
         if current is not None and any(_alive(p) for p in current.pids.values()):
             raise RuntimeError(
@@ -148,6 +160,8 @@ class Cluster:
             ports=ports,
             logs=str(self.dir / "logs"),
             nodes=nodes,
+            mode=mode,
+            grpc_socket=_socket_path(self.dir) if mode == "framework" else "",
         )
         st.save()
         pki_dir = self.dir / "pki"
@@ -173,13 +187,14 @@ class Cluster:
                     "--node-lease-duration-seconds=40",
                 ],
             )
-            self._start_schedulers(st, bins["kube-scheduler"], kc)
+            self._start_schedulers(st, bins, kc)
             self._wait_nodes_ready(st, nodes, timeout)
         except BaseException:
             self._say(f"start failed; logs in {st.logs}; stopping what started")
             self.down(quiet=True)
             raise
-        self._say(f"up: {nodes} nodes, kubeconfig {kc}, extender expected at {st.extender_url}")
+        where = f"gRPC at {st.grpc_socket}" if mode == "framework" else f"at {st.extender_url}"
+        self._say(f"up ({mode} mode): {nodes} nodes, kubeconfig {kc}, sidecar expected {where}")
         return st
 
     def _start_etcd(self, st: ClusterState, etcd: Path) -> None:
@@ -304,18 +319,25 @@ class Cluster:
             if nodes >= 100 and (i + 1) % 100 == 0:
                 self._say(f"  {i + 1}/{nodes} nodes")
 
-    def _start_schedulers(self, st: ClusterState, binary: Path, kc: Path) -> None:
-        for role, text, port in (
-            ("kube-scheduler-default", config.default_scheduler(kc), st.ports["sched_default"]),
+    def _start_schedulers(self, st: ClusterState, bins: dict[str, Path], kc: Path) -> None:
+        if st.mode == "framework":
+            volcano = config.framework_scheduler(kc, f"unix://{st.grpc_socket}")
+            volcano_bin = bins["kube-scheduler-pyextender"]
+        else:
+            volcano = config.volcano_scheduler(kc, st.extender_url)
+            volcano_bin = bins["kube-scheduler"]
+        for role, binary, text, port in (
             (
-                "kube-scheduler-volcano",
-                config.volcano_scheduler(kc, st.extender_url),
-                st.ports["sched_volcano"],
+                "kube-scheduler-default",
+                bins["kube-scheduler"],
+                config.default_scheduler(kc),
+                st.ports["sched_default"],
             ),
+            ("kube-scheduler-volcano", volcano_bin, volcano, st.ports["sched_volcano"]),
         ):
             cfg_path = self.dir / f"{role}.yaml"
             cfg_path.write_text(text)
-            self._say(f"starting {role}")
+            self._say(f"starting {role} ({binary.name})")
             self._spawn(
                 st,
                 role,
@@ -368,12 +390,14 @@ class Cluster:
         return st.pids[role]
 
     def start_sidecar(self, extra_args: list[str] | None = None, role: str = "sidecar") -> int:
-        """Run ``pyextender serve`` on the extender port; returns its pid."""
+        """Run ``pyextender serve`` on the extender port (and, in framework mode, the
+        gRPC socket the shim dials); returns its pid."""
         st = self.state
         if st is None:
             raise RuntimeError(f"cluster {self.name!r} is not up")
+        grpc = [f"--grpc-socket={st.grpc_socket}"] if st.grpc_socket else []
         return self.start_component(
-            role, ["serve", f"--port={st.extender_port}", *(extra_args or [])]
+            role, ["serve", f"--port={st.extender_port}", *grpc, *(extra_args or [])]
         )
 
     def wait_sidecar_ready(self, timeout: float = 60.0) -> None:
@@ -427,10 +451,22 @@ class Cluster:
             "kubeconfig": st.kubeconfig,
             "server": st.server,
             "extender_url": st.extender_url,
+            "mode": st.mode,
+            "grpc_socket": st.grpc_socket,
             "nodes": st.nodes,
             "processes": procs,
             "logs": st.logs,
         }
+
+
+def _socket_path(folder: Path) -> str:
+    """``<cluster dir>/grpc.sock``, or a short path in /tmp when that is too long for
+    a Unix socket address."""
+    path = str(folder / "grpc.sock")
+    if len(path.encode()) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(path.encode()).hexdigest()[:12]
+    return f"/tmp/pyextender-{digest}.sock"
 
 
 def _terminate(pid: int, sig: int, grace: float = 10.0) -> None:

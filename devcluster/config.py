@@ -75,3 +75,31 @@ def volcano_scheduler(kubeconfig_path: Path, extender_url: str) -> str:
         ],
     }
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def framework_scheduler(kubeconfig_path: Path, grpc_target: str, call_timeout: str = "5s") -> str:
+    """Framework mode: the shim-built kube-scheduler (``kube-scheduler-pyextender``) for
+    profile ``volcano``, with our Pyextender plugin at every extension point it
+    implements. No extender entry: Filter/Score/Reserve/Permit go to the sidecar
+    over gRPC, Permit holds gang members, and the stock DefaultBinder binds.
+    """
+    doc = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig_path), "qps": 500, "burst": 1000},
+        "leaderElection": {"leaderElect": False},
+        "percentageOfNodesToScore": 100,
+        "profiles": [
+            {
+                "schedulerName": "volcano",
+                "plugins": {"multiPoint": {"enabled": [{"name": "Pyextender"}]}},
+                "pluginConfig": [
+                    {
+                        "name": "Pyextender",
+                        "args": {"target": grpc_target, "callTimeout": call_timeout},
+                    }
+                ],
+            }
+        ],
+    }
+    return yaml.safe_dump(doc, sort_keys=False)

@@ -28,7 +28,7 @@ from rich.live import Live
 from rich.table import Table
 
 from devcluster.build import KUBE_VERSION, binary_path
-from devcluster.cluster import Cluster, ClusterState
+from devcluster.cluster import MODES, Cluster, ClusterState
 from devcluster.controllers import enable_controllers
 from devcluster.nodes import NodeShape
 from devcluster.webhook import enable_webhook
@@ -165,17 +165,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", default="demo", help="cluster name (default %(default)s)")
     ap.add_argument("--nodes", type=int, default=8, help="kwok GPU nodes, 4..16 (default 8)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds to watch (default 60)")
+    ap.add_argument(
+        "--mode",
+        choices=MODES,
+        default="extender",
+        help="extender (stock kube-scheduler + HTTP extender) or framework (kube-scheduler "
+        "built with the gRPC shim; gangs wait in Permit) (default %(default)s)",
+    )
     args = ap.parse_args(argv)
     console = Console(width=max(Console().width, 120))
     cluster = Cluster(args.name)
     if cluster.state is not None:
         cluster.down(quiet=True)
     st = cluster.up(
-        nodes=args.nodes, shape=NodeShape(cpu="64", memory="512Gi", gpus=8), supernodes=2
+        nodes=args.nodes,
+        shape=NodeShape(cpu="64", memory="512Gi", gpus=8),
+        supernodes=2,
+        mode=args.mode,
     )
     cluster.start_sidecar()
     cluster.wait_sidecar_ready()
-    console.print(f"[bold]sidecar ready[/] at {st.extender_url}")
+    if args.mode == "framework":
+        console.print(
+            f"[bold]sidecar ready[/] (framework mode: kube-scheduler-pyextender calls it over "
+            f"gRPC at {st.grpc_socket}; HTTP at {st.extender_url} for /metrics and /debug)"
+        )
+    else:
+        console.print(f"[bold]sidecar ready[/] at {st.extender_url}")
     enable_controllers(cluster)
     console.print("[bold]controllers ready[/] (Job, PodGroup, Queue, Command; leader elected)")
     enable_webhook(cluster)

@@ -3,20 +3,25 @@
 One cluster per test session, in a temporary folder; each test gets its own
 namespace and its pods are force-deleted afterwards (no controller-manager
 runs, so namespaces are never deleted).
+
+A second, framework-mode cluster (kube-scheduler built with the gRPC shim) is
+started on first use by the ``env`` fixture, which runs a test once per mode.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client, config
 
-from devcluster.cluster import Cluster, ClusterState
+from devcluster.cluster import MODES, Cluster, ClusterState
 from devcluster.nodes import NodeShape
 
 GPU_NODES = 2
@@ -36,6 +41,62 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
     finally:
         c.down(quiet=True)
+
+
+@pytest.fixture(scope="session")
+def framework_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The same cluster shape in framework mode: kube-scheduler-pyextender (the shim)
+    calls the sidecar over gRPC; gang members wait in Permit."""
+    root: Path = tmp_path_factory.mktemp("devcluster-fw")
+    c = Cluster(f"e2e-fw-{os.getpid()}", root=root)
+    c.up(nodes=GPU_NODES, shape=NodeShape(cpu="32", memory="256Gi", gpus=8), mode="framework")
+    try:
+        c.start_sidecar()
+        c.wait_sidecar_ready()
+        yield c
+    finally:
+        c.down(quiet=True)
+
+
+def _api(st: ClusterState) -> client.ApiClient:
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
+    return client.ApiClient(cfg)
+
+
+@dataclass(frozen=True)
+class Env:
+    """One mode's cluster, its clients, a fresh namespace and the sidecar's URL."""
+
+    mode: str
+    cluster: Cluster
+    api: client.ApiClient
+    core: client.CoreV1Api
+    namespace: str
+    sidecar: str
+
+
+_apis: dict[str, client.ApiClient] = {}
+
+
+@pytest.fixture(params=MODES)
+def env(request: pytest.FixtureRequest) -> Iterator[Env]:
+    """Runs the test once per mode (extender, framework), with the same assertions."""
+    mode: str = request.param
+    cluster: Cluster = request.getfixturevalue(
+        "cluster" if mode == "extender" else "framework_cluster"
+    )
+    st = cluster.state
+    assert st is not None
+    if st.name not in _apis:
+        _apis[st.name] = _api(st)
+    api = _apis[st.name]
+    core = client.CoreV1Api(api)
+    if "sidecar" not in st.pids:
+        cluster.start_sidecar()
+    cluster.wait_sidecar_ready()
+    with _fresh_namespace(core, api) as ns:
+        yield Env(mode, cluster, api, core, ns, st.extender_url)
 
 
 @pytest.fixture(scope="session")
@@ -68,8 +129,8 @@ def sidecar(cluster: Cluster) -> Iterator[str]:
     yield st.extender_url
 
 
-@pytest.fixture
-def namespace(core: client.CoreV1Api, api: client.ApiClient) -> Iterator[str]:
+@contextlib.contextmanager
+def _fresh_namespace(core: client.CoreV1Api, api: client.ApiClient) -> Iterator[str]:
     name = f"t{os.getpid()}-{next(_ns_counter)}"
     core.create_namespace({"metadata": {"name": name}})
     yield name
@@ -77,6 +138,12 @@ def namespace(core: client.CoreV1Api, api: client.ApiClient) -> Iterator[str]:
         "scheduling.volcano.sh", "v1beta1", name, "podgroups"
     )
     core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api, api: client.ApiClient) -> Iterator[str]:
+    with _fresh_namespace(core, api) as name:
+        yield name
 
 
 def create(core: client.CoreV1Api, manifest: dict[str, Any]) -> None:

@@ -3,6 +3,11 @@ reclaim, backfill with reservation, and crash safety (issue 3's e2e list).
 
 Gang pods are created gated, as the admission webhook would create them; the
 sidecar's enqueue action lifts the gates. The cluster has 2 nodes x 8 GPUs.
+
+The gang scenarios (all-or-nothing, two gangs, queue shares, preemption, crash
+mid-gang) take the ``env`` fixture and run twice, with the same assertions: in
+extender mode (stock kube-scheduler, gang barrier in the bind verb) and in
+framework mode (kube-scheduler built with the shim, gang barrier in Permit).
 """
 
 from __future__ import annotations
@@ -23,8 +28,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from devcluster.cluster import Cluster
-from tests.e2e.conftest import create
+from tests.e2e.conftest import Env, create
 from tests.e2e.kube import (
     bound,
     bound_of,
@@ -75,9 +79,8 @@ def _decisions(url: str) -> list[dict[str, object]]:
     return rows
 
 
-def test_gang_all_or_nothing(
-    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
-) -> None:
+def test_gang_all_or_nothing(env: Env) -> None:
+    core, api, namespace, sidecar = env.core, env.api, env.namespace, env.sidecar
     create(core, pod("block-8", namespace, gpus=8, scheduler="default-scheduler"))
     create(core, pod("block-2", namespace, gpus=2, scheduler="default-scheduler"))
     wait_for("blockers bound", lambda: len(bound(core, namespace)) == 2)
@@ -103,9 +106,8 @@ def test_gang_all_or_nothing(
     assert all(v <= 8 for v in gpus_per_node(core).values())
 
 
-def test_two_gangs_that_fit_alone_but_not_together(
-    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
-) -> None:
+def test_two_gangs_that_fit_alone_but_not_together(env: Env) -> None:
+    core, api, namespace = env.core, env.api, env.namespace
     a = gang(core, api, namespace, "a", 3, gpus=4)
     b = gang(core, api, namespace, "b", 3, gpus=4)
     wait_for(
@@ -120,9 +122,8 @@ def test_two_gangs_that_fit_alone_but_not_together(
     assert "tasks in gang unschedulable" in condition(api, namespace, loser, "Unschedulable")
 
 
-def test_queue_weights_converge_and_capability_holds(
-    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
-) -> None:
+def test_queue_weights_converge_and_capability_holds(env: Env) -> None:
+    core, api, namespace = env.core, env.api, env.namespace
     suffix = namespace.replace("-", "")
     q1, q3 = f"one{suffix}", f"three{suffix}"
     queue(api, q1, weight=1)
@@ -181,9 +182,8 @@ def test_drf_smaller_dominant_share_goes_first(
     assert bound_of(core, namespace, x) == 5, "x should get only what is left after y"
 
 
-def test_priority_preemption_evicts_victim_gangs_whole(
-    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
-) -> None:
+def test_priority_preemption_evicts_victim_gangs_whole(env: Env) -> None:
+    core, api, namespace = env.core, env.api, env.namespace
     priority_class(api, "e2e-batch-low", 10)
     priority_class(api, "e2e-batch-high", 1000)
     low = gang(core, api, namespace, "low", 4, gpus=4, priority_class="e2e-batch-low")
@@ -265,9 +265,9 @@ def test_backfill_short_jobs_without_delaying_a_reserved_gang(
     assert bound_of(core, namespace, unknown) == 0
 
 
-def test_sidecar_killed_mid_gang(
-    cluster: Cluster, core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
-) -> None:
+def test_sidecar_killed_mid_gang(env: Env) -> None:
+    """Extender mode: three members wait in the bind verb; framework mode: in Permit."""
+    cluster, core, api, namespace = env.cluster, env.core, env.api, env.namespace
     gang(core, api, namespace, "crash", 0, gpus=2, min_member=4)
     names = [f"crash-{i}" for i in range(4)]
     for i in range(3):
