@@ -188,37 +188,72 @@ class TopologyResult:
     score: F64
 
 
-class TopologyKernel:
-    """Holds the memo between calls. One instance per thread (the memo is scratch).
+MEMO_BANKS = 8
+"""Requests (k, sizes, weights, layouts) whose memo is kept at once: pods of a few GPU
+counts alternate, and each keeps its (layout, mask) results between calls."""
 
-    Memo entries are tagged with a stamp that changes whenever the request
-    (k, sizes, weights) or the layouts change, so consecutive calls for the
-    same request reuse every (layout, mask) already computed; ``forget()``
-    forces a fresh stamp (a cold call).
+Memo = tuple[I64, I64, I32, I64, F64]
+
+
+@dataclass(slots=True)
+class _Bank:
+    """The memo of one request: its stamp, buffers and prepared layout arrays."""
+
+    stamp: int
+    memo: Memo
+    prepared: tuple[I64, I32, int]
+
+
+def _new_memo(size: int) -> Memo:
+    return (
+        np.zeros(size, dtype=np.int64),
+        np.zeros(size, dtype=np.int64),
+        np.zeros(size, dtype=np.int32),
+        np.zeros(size, dtype=np.int64),
+        np.zeros(size, dtype=np.float64),
+    )
+
+
+class TopologyKernel:
+    """Holds the memos between calls. One instance per thread (the memo is scratch).
+
+    A (layout, mask) result depends only on the request (k, sizes, weights,
+    layouts), so each of the last MEMO_BANKS requests keeps its own memo bank:
+    consecutive calls reuse every pair computed before for the same request,
+    also when other requests came in between. Entries are tagged with the
+    bank's stamp (unique per bank), so a reused buffer never needs clearing;
+    ``forget()`` drops every bank (the next call is cold).
     """
 
     def __init__(self) -> None:
         self._stamp = 0
-        self._key: tuple[object, ...] = ()
-        self._size = -1
-        self._memo: tuple[I64, I64, I32, I64, F64] | None = None
-        self._prepared: tuple[I64, I32, int] | None = None
+        self._banks: dict[tuple[object, ...], _Bank] = {}
+        self._current: _Bank | None = None
 
     def forget(self) -> None:
-        self._key = ()
+        self._banks.clear()
+        self._current = None
 
-    def _buffers(self, layouts: Layouts) -> tuple[I64, I64, I32, I64, F64]:
-        size = layouts.memo_size
-        if self._memo is None or size != self._size:
-            self._size = size
-            self._memo = (
-                np.zeros(size, dtype=np.int64),
-                np.zeros(size, dtype=np.int64),
-                np.zeros(size, dtype=np.int32),
-                np.zeros(size, dtype=np.int64),
-                np.zeros(size, dtype=np.float64),
+    def _buffers(self, layouts: Layouts) -> Memo:
+        assert self._current is not None  # set by _args
+        return self._current.memo
+
+    def _bank(self, key: tuple[object, ...], layouts: Layouts, size_w: I64) -> _Bank:
+        bank = self._banks.pop(key, None)
+        if bank is None:
+            self._stamp += 1
+            size = layouts.memo_size
+            memo: Memo | None = None
+            if len(self._banks) >= MEMO_BANKS:
+                oldest = self._banks.pop(next(iter(self._banks)))
+                if oldest.memo[0].shape[0] == size:
+                    memo = oldest.memo  # stale entries carry the old stamp
+            flat = np.ascontiguousarray(layouts.domain, dtype=np.int32).reshape(-1)
+            bank = _Bank(
+                self._stamp, memo or _new_memo(size), (layouts.offsets, flat, int(size_w.sum()))
             )
-        return self._memo
+        self._banks[key] = bank  # most recently used last
+        return bank
 
     def _args(
         self,
@@ -235,12 +270,8 @@ class TopologyKernel:
             int(k), sizes.tobytes(), size_w.tobytes(), float(weight), float(loss_weight),
             layouts.count.tobytes(), layouts.domain.tobytes(),
         )  # fmt: skip
-        if key != self._key or self._prepared is None:
-            self._key = key
-            self._stamp += 1
-            flat = np.ascontiguousarray(layouts.domain, dtype=np.int32).reshape(-1)
-            self._prepared = (layouts.offsets, flat, int(size_w.sum()))
-        offsets, flat, w_sum = self._prepared
+        bank = self._current = self._bank(key, layouts, size_w)
+        offsets, flat, w_sum = bank.prepared
         return (
             int(free_mask.shape[0]), layouts.domain.shape[1],
             np.ascontiguousarray(free_mask, dtype=np.int64),
@@ -248,7 +279,7 @@ class TopologyKernel:
             np.ascontiguousarray(layouts.count, dtype=np.int32), flat, offsets,
             int(k), int(sizes.shape[0]), np.ascontiguousarray(sizes, dtype=np.int64),
             np.ascontiguousarray(size_w, dtype=np.int64), w_sum,
-            float(weight), float(loss_weight), self._stamp,
+            float(weight), float(loss_weight), bank.stamp,
         )  # fmt: skip
 
     def run(
