@@ -120,3 +120,44 @@ def test_tiny_replay_places_what_fits() -> None:
     for name in ("pyextender", "fgd", "best-fit", "random", "gpu-packing", "volcano-binpack"):
         res = replay(nodes, pods, pods, POLICIES[name], 42, time.perf_counter)
         assert res.placed == 5, name
+
+
+def test_replay_classes_are_learned_from_placed_pods_every_n() -> None:
+    from pyextender.api.task_classes import TaskClass
+    from pyextender.simulate.replay import ReplayClasses
+
+    learned = ReplayClasses(every=3)
+    assert learned.classes().size == 0  # nothing seen yet
+    for _ in range(2):
+        learned.observe(TaskClass(1000, 500, 1))
+    assert learned.classes().size == 0  # rebuilt only after 3 more pods
+    learned.observe(TaskClass(1000, 500, 1))
+    built = learned.classes()
+    assert built.size == 1 and built.weight_sum == 3
+    learned.observe(TaskClass(2000, 1000, 1))
+    assert learned.classes() is built
+
+
+def test_ours_never_sees_the_protocol_classes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from collections.abc import Sequence
+
+    from pyextender.cache.state import ClusterState
+    from pyextender.simulate import replay as replay_module
+    from pyextender.simulate.policies import POLICIES
+
+    seen: list[ClusterState] = []
+    original = replay_module.build_state
+
+    def spy(nodes: Sequence[NodeRow]) -> ClusterState:
+        state = original(nodes)
+        seen.append(state)
+        return state
+
+    monkeypatch.setattr(replay_module, "build_state", spy)
+    nodes = [NodeRow(f"n{i}", 32_000, 65536, 2, "T4") for i in range(2)]
+    pods = [_pod("a", 1, 1000), _pod("b", 1, 500)]
+    replay_module.replay(nodes, pods, pods, POLICIES["pyextender"], 42, time.perf_counter)
+    replay_module.replay(nodes, pods, pods, POLICIES["fgd"], 42, time.perf_counter)
+    ours, fgd = seen
+    assert ours.gpu.fixed_classes is None and ours.gpu.learned.counts.total() == 2
+    assert fgd.gpu.fixed_classes is not None
