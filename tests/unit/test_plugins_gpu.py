@@ -85,6 +85,20 @@ def test_sharing_pod_gets_a_gpu_and_a_reason_when_none_fits() -> None:
     assert gpu_share.choose_gpus(small, 0) in {(g,) for g in range(8)}
 
 
+def test_sharing_pod_takes_the_best_fitting_gpu_among_equal_scores() -> None:
+    from pyextender.api.task_classes import TaskClass, TaskClasses
+
+    state = _state([("a", "")])
+    # only CPU-only tasks in the model: every GPU gives the same gradient, a tie
+    state.gpu.fixed_classes = TaskClasses.build({TaskClass(1000, 0, 0): 1})
+    for g, milli in ((1, "300"), (2, "600"), (3, "600")):
+        state.add_pod(_pod(f"s{g}", {}, {PYEXTENDER_GPU_MILLI: milli,
+                                          names.GPU_INDEX_ANNOTATION: str(g)}), "a")  # fmt: skip
+    ctx = _ctx(state, _pod("p", {}, {PYEXTENDER_GPU_MILLI: "300"}))
+    assert gpu_share.choose_gpus(ctx, 0) == (2,)  # 400 free: the least that fits
+    assert gpu_share.choose_gpus(ctx, 0, best_fit_ties=False) == (0,)  # the FGD simulator
+
+
 def _gang_pod(uid: str, size: int, group: int, extra: dict[str, str] | None = None) -> PodInfo:
     ann = {
         names.GROUP_NAME_ANNOTATION: "job",
