@@ -8,7 +8,7 @@ terminated hold resources; pending pods of our scheduler are kept in
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pyextender.api.names import SCHEDULER_NAME
@@ -18,6 +18,9 @@ from pyextender.cache.batch import GroupView, QueueView, group_from_dict, queue_
 from pyextender.cache.state import ClusterState
 
 log = logging.getLogger(__name__)
+
+DELETED_MEMORY = 10_000
+"""Recently gone pod uids remembered (bounded: ~1 MB at most)."""
 
 
 class ClusterCache:
@@ -47,6 +50,11 @@ class ClusterCache:
         self.synced_queues = True
         self.version = 0
         """Bumped on every applied event: the scheduling loop runs when it moved."""
+        self.deleted_uids: dict[str, None] = {}
+        """Uids of pods deleted or terminated lately (insertion order, at most
+        DELETED_MEMORY): tells "gone" from "not shown by the watch yet"."""
+        self.pod_gone: list[Callable[[str], None]] = []
+        """Called with a pod's uid when it is deleted, terminates or starts deleting."""
 
     @property
     def synced(self) -> bool:
@@ -169,7 +177,17 @@ class ClusterCache:
             return
         self._apply_pod(kind, pod)
 
+    def _gone(self, uid: str) -> None:
+        if uid in self.deleted_uids:
+            return
+        self.deleted_uids[uid] = None
+        if len(self.deleted_uids) > DELETED_MEMORY:
+            del self.deleted_uids[next(iter(self.deleted_uids))]
+        for listener in self.pod_gone:
+            listener(uid)
+
     def _forget(self, pod: PodInfo) -> None:
+        self._gone(pod.uid)
         self.pending.pop(pod.uid, None)
         self.orphaned_pods.pop(pod.uid, None)
         self.pods_by_key.pop(pod.key, None)
@@ -192,6 +210,9 @@ class ClusterCache:
             return
         self.pods_by_key[pod.key] = pod
         self.pods_by_uid[pod.uid] = pod
+        if pod.deleting:
+            for listener in self.pod_gone:
+                listener(pod.uid)
         group = self.group_of(pod)
         if group:
             self.members.setdefault(group, set()).add(pod.uid)

@@ -192,14 +192,13 @@ async def serve(opts: ServeOptions) -> int:
         fence if opts.leader_elect else None,
     )
     supervisor = Supervisor(lambda name: metrics.background_failures.labels(name).inc())
-    extender = Extender(
+    barrier = GangBarrier(
         cache,
-        profile,
-        ApiBinder(api),
-        metrics,
-        GangBarrier(cache, opts.gang_timeout),
-        loop_.session,
+        opts.gang_timeout,
+        on_gang_failure=lambda gang, failed: metrics.gang_bind_failures.inc(failed),
     )
+    cache.pod_gone.append(barrier.forget)  # a deleted member never counts toward a gang
+    extender = Extender(cache, profile, ApiBinder(api), metrics, barrier, loop_.session)
     # The actions run only while this replica holds the Lease; verbs always.
     if not opts.leader_elect:
         metrics.leader.set(1)

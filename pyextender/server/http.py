@@ -11,9 +11,11 @@ with a JSON body ``{"Error": "..."}`` naming the problem.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -109,7 +111,16 @@ class ExtenderApp:
             if method != "POST":
                 raise HttpError(405, f"{verb}: method {method} not allowed, use POST", "method")
             body = await read_body(scope, receive, self.max_body_bytes, verb)
-            payload = await self._dispatch(verb, body)
+            if verb == "bind":
+                # a bind may wait for its gang: stop waiting if the caller goes away,
+                # so a kube-scheduler that gave up does not count toward the quorum
+                payload = await _unless_disconnected(self._dispatch(verb, body), receive)
+                if payload is None:
+                    status = 499
+                    self.metrics.errors.labels(verb, "client_gone").inc()
+                    return
+            else:
+                payload = await self._dispatch(verb, body)
             await respond(send, 200, payload)
         except HttpError as exc:
             status = exc.status
@@ -155,3 +166,30 @@ class ExtenderApp:
         wanted = parse_qs(query.decode()).get("pod", [""])[0]
         rows = [d for d in self.extender.decisions if not wanted or d["pod"] == wanted]
         await respond(send, 200, _encoder.encode(rows))
+
+
+async def _unless_disconnected(work: Awaitable[bytes], receive: Receive) -> bytes | None:
+    """``work``'s result, or None (``work`` cancelled) when the client disconnects first."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnect(receive))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return None
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Returns when the server reports that the client closed the connection."""
+    while True:
+        msg = await receive()
+        if msg.get("type") == "http.disconnect":
+            return
+        # after the body a server only reports the disconnect; anything else
+        # (a test harness, an unusual server) must not turn this into a busy loop
+        await asyncio.sleep(0.05)

@@ -143,6 +143,11 @@ class Metrics:
             ["op", "result"],
             registry=r,
         )
+        self.gang_bind_failures = Counter(
+            "pyextender_gang_bind_failures_total",
+            "Members of released gangs whose Binding still failed after retries.",
+            registry=r,
+        )
         self.background_failures = Counter(
             "pyextender_background_task_failures_total",
             "Background loops that died (housekeeping, actions, config watcher ...); "

@@ -33,7 +33,7 @@ from pyextender.api.extender import (
     MetaPod,
     MetaVictims,
 )
-from pyextender.api.names import GPU_INDEX_ANNOTATION
+from pyextender.api.names import BATCH_RESOURCE, GPU_INDEX_ANNOTATION
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.interfaces import MAX_NODE_SCORE, PodContext
@@ -122,7 +122,9 @@ class Extender:
             raise BadRequest(f"Pod: {exc}") from exc
 
     def _ours(self, pod: PodInfo) -> bool:
-        return pod.scheduler_name == self.cache.scheduler_name
+        """Our scheduler name, or (plugged into the cluster's own kube-scheduler) the
+        marker resource the webhook puts on adopted pods."""
+        return pod.scheduler_name == self.cache.scheduler_name or BATCH_RESOURCE in pod.requests
 
     def _context(self, pod: PodInfo) -> PodContext:
         state = self.cache.state
@@ -237,6 +239,15 @@ class Extender:
             if raw is None:
                 return self._bound(key, args.Node, "error", f"pod {key} does not exist")
             pod = pod_from_dict(raw)
+        if not self._ours(pod):
+            # bind is a write: never for a pod another scheduler owns
+            return self._bound(
+                key,
+                args.Node,
+                "not_ours",
+                f"pod {key} has schedulerName {pod.scheduler_name!r}; pyextender binds only "
+                f"pods of {self.cache.scheduler_name!r} or pods adopted with {BATCH_RESOURCE}",
+            )
         row = self.cache.state.index.get(args.Node)
         if row is None:
             return self._bound(key, args.Node, "no_fit", f"node {args.Node}: {NOT_IN_CACHE}")
@@ -263,36 +274,54 @@ class Extender:
             if gpus:
                 pod = replace(pod, annotations={**pod.annotations, GPU_INDEX_ANNOTATION: gpus})
             self.cache.assume(pod, args.Node)
-        if self.barrier is not None:
-            why = await self.barrier.wait(pod)
-            if why:
-                self.cache.forget_assumed(pod.uid)
-                self.metrics.barrier_timeouts.inc()
-                return self._bound(key, args.Node, "gang_timeout", why)
         uid = args.PodUID or pod.uid
         extra = {GPU_INDEX_ANNOTATION: gpus} if gpus else {}
+        write = functools.partial(
+            self._write_binding, key, args.PodNamespace, args.PodName, uid, args.Node, extra
+        )
+        settle = functools.partial(self._settle, key, args.Node, pod.uid)
+        if self.barrier is None:
+            written = await write()
+            settle(written)
+        else:
+            # gang members wait for their gang; the barrier binds them together
+            written = await self.barrier.wait(pod, write, settle)
+        return ExtenderBindingResult(Error=written[1])
+
+    async def _write_binding(
+        self, key: str, namespace: str, name: str, uid: str, node: str, extra: dict[str, str]
+    ) -> tuple[str, str]:
+        """One Binding write: (result, error); never raises."""
+        loop = asyncio.get_running_loop()
         try:
-            await asyncio.get_running_loop().run_in_executor(
+            await loop.run_in_executor(
                 API_THREADS,
-                functools.partial(
-                    self.binder.bind, args.PodNamespace, args.PodName, uid, args.Node, extra
-                ),
+                functools.partial(self.binder.bind, namespace, name, uid, node, extra),
             )
         except BindConflict as exc:
-            raw = await asyncio.get_running_loop().run_in_executor(
-                API_THREADS, self.binder.read_pod, args.PodNamespace, args.PodName
-            )
+            try:
+                raw = await loop.run_in_executor(API_THREADS, self.binder.read_pod, namespace, name)
+            except Exception as read_exc:
+                return "error", f"binding {key} to {node}: {exc}; reading it back: {read_exc}"
             current = ((raw or {}).get("spec") or {}).get("nodeName")
-            if current == args.Node:
-                return self._bound(key, args.Node, "already_bound", "")
-            self.cache.forget_assumed(pod.uid)
-            return self._bound(key, args.Node, "conflict", f"binding {key} to {args.Node}: {exc}")
+            if current == node:
+                return "already_bound", ""
+            return "conflict", f"binding {key} to {node}: {exc}"
         except Exception as exc:
-            self.cache.forget_assumed(pod.uid)
-            log.warning("bind %s -> %s failed: %s", key, args.Node, exc)
-            return self._bound(key, args.Node, "error", f"binding {key} to {args.Node}: {exc}")
-        log.info("bound %s to %s", key, args.Node)
-        return self._bound(key, args.Node, "bound", "")
+            log.warning("bind %s -> %s failed: %s", key, node, exc)
+            return "error", f"binding {key} to {node}: {exc}"
+        return "bound", ""
+
+    def _settle(self, key: str, node: str, uid: str, outcome: tuple[str, str]) -> None:
+        """The final outcome of one bind, told once (even when its caller has gone)."""
+        result, error = outcome
+        if error and result != "superseded":
+            self.cache.forget_assumed(uid)  # nothing holds the node for it any more
+        if result == "gang_timeout":
+            self.metrics.barrier_timeouts.inc()
+        elif result == "bound":
+            log.info("bound %s to %s", key, node)
+        self._bound(key, node, result, error)
 
     def _choose_gpus(self, pod: PodInfo, row: int) -> str:
         """GPU indices for the pod on ``row`` ("0,1,2,3"), or "" when it asks for none."""

@@ -85,11 +85,10 @@ class Client:
         chunks = [body]
 
         async def receive() -> dict[str, Any]:
-            return {
-                "type": "http.request",
-                "body": chunks.pop() if chunks else b"",
-                "more_body": False,
-            }
+            if not chunks:
+                # like uvicorn: after the body, receive() waits for a disconnect
+                await asyncio.Event().wait()
+            return {"type": "http.request", "body": chunks.pop(), "more_body": False}
 
         async def send(msg: dict[str, Any]) -> None:
             sent.append(msg)
@@ -213,6 +212,19 @@ def test_bind_of_unknown_pod_reads_it_first(c: Client) -> None:
     assert _bind(c, "late", "n8") == (200, {"Error": ""})
     _code, body = _bind(c, "missing", "n8")
     assert "does not exist" in body["Error"]
+
+
+def test_bind_refuses_pods_of_other_schedulers(c: Client) -> None:
+    c.binder.pods["ns/theirs"] = _pod("theirs", 1, scheduler="default-scheduler")
+    code, body = _bind(c, "theirs", "n8")
+    assert code == 200 and "pyextender binds only pods of 'volcano'" in body["Error"]
+    assert c.binder.bound == {}
+    # adopted into the cluster's own scheduler: the marker resource makes it ours
+    adopted = _pod("adopted", 1, scheduler="default-scheduler")
+    adopted["spec"]["containers"][0]["resources"]["requests"]["pyextender.io/batch"] = "1"
+    c.binder.pods["ns/adopted"] = adopted
+    assert _bind(c, "adopted", "n8") == (200, {"Error": ""})
+    assert c.binder.bound == {"ns/adopted": "n8"}
 
 
 @pytest.mark.parametrize(
