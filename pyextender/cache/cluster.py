@@ -33,8 +33,9 @@ class ClusterCache:
         self.pods_by_key: dict[str, PodInfo] = {}
         self.synced_nodes = False
         self.synced_pods = False
-        self.warnings: list[tuple[str, str]] = []
-        """(node name, problem) found while reading nodes, not yet reported as events."""
+        self.node_problems: dict[str, tuple[str, ...]] = {}
+        """node name -> what is wrong with it now (e.g. a bad GPU annotation); a node
+        that is fixed drops out, so the same problem coming back is news again."""
         # pods bound by an extender call before the watch saw them bound
         self.orphaned_pods: dict[str, PodInfo] = {}
         self.pods_by_uid: dict[str, PodInfo] = {}
@@ -144,13 +145,18 @@ class ClusterCache:
             return
         if kind == "DELETED":
             self.state.remove_node(node.name)
+            self.node_problems.pop(node.name, None)
             return
         if node.name not in self.state.index:
             self.topology_dirty = True
-        warnings = self.state.set_node(node)
-        for w in warnings:
-            log.warning("node %s: %s", node.name, w)
-        self.warnings.extend((node.name, w) for w in warnings)
+        problems = tuple(self.state.set_node(node))
+        if problems and self.node_problems.get(node.name) != problems:
+            for w in problems:
+                log.warning("node %s: %s", node.name, w)
+        if problems:
+            self.node_problems[node.name] = problems
+        else:
+            self.node_problems.pop(node.name, None)
         # pods whose node arrived after them
         for uid, pod in list(self.orphaned_pods.items()):
             if pod.node_name == node.name and self.state.add_pod(pod, node.name):
@@ -166,6 +172,8 @@ class ClusterCache:
         for name in list(self.state.index):
             if name not in seen:
                 self.state.remove_node(name)
+        for name in [n for n in self.node_problems if n not in seen]:
+            del self.node_problems[name]
         self.synced_nodes = True
 
     # -- pods --------------------------------------------------------------

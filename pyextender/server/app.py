@@ -119,13 +119,13 @@ async def _housekeeping(cache: ClusterCache, metrics: Metrics, core: client.Core
     loop = asyncio.get_running_loop()
     while True:
         cache.refresh_topology()
-        problems, cache.warnings = cache.warnings, []
-        for problem in problems:
-            if problem in reported:
-                continue
-            reported.add(problem)
+        current = {(n, w) for n, ws in cache.node_problems.items() for w in ws}
+        # forget what is fixed (bounded memory; a problem that comes back is news)
+        reported &= current
+        for problem in sorted(current - reported):
             try:
                 await loop.run_in_executor(API_THREADS, _node_event, core, *problem)
+                reported.add(problem)
             except Exception as exc:
                 log.warning("event for node %s: %s", problem[0], exc)
         metrics.cache_nodes.set(len(cache.state.index))

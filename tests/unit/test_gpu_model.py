@@ -124,3 +124,26 @@ def test_pods_take_gpus_and_give_them_back() -> None:
     state.remove_pod("w")
     state.remove_pod("s")
     assert gpu.free_mask[row] == 0xFF and gpu.free_milli[row, :8].tolist() == [1000] * 8
+
+
+def test_node_problems_track_the_current_state_of_each_node() -> None:
+    from pyextender.cache.cluster import ClusterCache
+
+    def doc(annotation: str) -> dict[str, object]:
+        return {
+            "metadata": {
+                "name": "n0",
+                "annotations": {names.GPU_TOPOLOGY_ANNOTATION: annotation},
+            },
+            "status": {"allocatable": {"cpu": "64", "pods": "110", GPU: "8"}},
+        }
+
+    cache = ClusterCache()
+    cache.replace_nodes([doc('{"version":1,"count":8}')])
+    assert "model: is required" in cache.node_problems["n0"][0]
+    cache.node_event("MODIFIED", doc(DGX.to_json()))
+    assert cache.node_problems == {}, "a fixed node keeps its old problem"
+    cache.node_event("MODIFIED", doc('{"version":1,"count":8}'))
+    assert "n0" in cache.node_problems, "a problem that comes back is not seen"
+    cache.node_event("DELETED", doc(DGX.to_json()))
+    assert cache.node_problems == {}
