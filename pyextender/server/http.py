@@ -65,6 +65,8 @@ def _decode(decoder: msgspec.json.Decoder[Any], body: bytes, verb: str) -> Any:
         raise HttpError(400, f"{verb}: invalid request: {exc}", "invalid_type") from exc
     except msgspec.DecodeError as exc:
         raise HttpError(400, f"{verb}: malformed JSON: {exc}", "malformed_json") from exc
+    except RecursionError as exc:  # absurdly nested JSON, even under keys we skip
+        raise HttpError(400, f"{verb}: malformed JSON: {exc}", "malformed_json") from None
 
 
 class ExtenderApp:
@@ -149,7 +151,7 @@ class ExtenderApp:
             result: list[HostPriority] = ext.prioritize(_decode(_args_decoder, body, verb))
             return _priorities.encode(result)
         if verb == "preempt":
-            return _encoder.encode(ext.preempt(_decode(_preempt_decoder, body, verb)))
+            return _encoder.encode(await ext.preempt(_decode(_preempt_decoder, body, verb)))
         return _encoder.encode(await ext.bind(_decode(_bind_decoder, body, verb)))
 
     async def _probe(self, path: str, method: str, send: Send, query: bytes) -> None:
