@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 from dataclasses import dataclass, field
+from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from controllers import pods as P
 from controllers.command import CommandController
@@ -26,9 +29,10 @@ from controllers.job import JobController
 from controllers.kube import COMMANDS, JOBS, PODGROUPS, QUEUES, Kube
 from controllers.podgroup import PodGroupController
 from controllers.queue import QueueController
+from controllers.release import AdoptionWatch, release_pods
 from controllers.runtime import Context, Controller, Metrics
 from controllers.store import Obj, Store, meta
-from pyextender.api.client import api_client
+from pyextender.api.client import api_client, body_of
 from pyextender.api.leader import LeaderElector, LeaseConfig
 
 log = logging.getLogger(__name__)
@@ -49,6 +53,12 @@ class Options:
     """schedulerName of the pods that get a PodGroup of their own when they name none."""
     resync_s: float = 60.0
     """Seconds between full re-queues of every object."""
+    default_queue_weight: int = 1
+    default_queue_reclaimable: bool = True
+    """spec of the ``default`` queue when the controllers create it."""
+    webhook_configuration: str = ""
+    """MutatingWebhookConfiguration whose pod webhooks say which namespaces are adopted;
+    a namespace leaving them has its gated pods released. "" turns that off."""
 
 
 def _group_index(pod: Obj) -> list[str]:
@@ -90,6 +100,45 @@ def start_informers(ctx: Context, kube: Kube, loop: asyncio.AbstractEventLoop) -
     ctx.commands.start(kube.list_fn(COMMANDS), loop)
 
 
+def adoption_watch(ctx: Context, opts: Options) -> AdoptionWatch:
+    reg = client.AdmissionregistrationV1Api(ctx.kube.api)
+
+    def read() -> dict[str, Any] | None:
+        try:
+            resp = reg.read_mutating_webhook_configuration(
+                opts.webhook_configuration, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        doc: dict[str, Any] = json.loads(body_of(resp))
+        return doc
+
+    return AdoptionWatch(
+        read,
+        ctx.namespaces.values,
+        ctx.pods.values,
+        lambda pods: release_pods(ctx.kube.core, pods),
+    )
+
+
+async def _ensure_default_queues(queues: QueueController, opts: Options) -> None:
+    """Retry until it works: at install time the API server may refuse Queue writes
+    for a while (our validating webhook is not serving yet)."""
+    delay = 0.5
+    while True:
+        try:
+            await queues.ensure_default_queues(
+                opts.default_queue_weight, opts.default_queue_reclaimable
+            )
+            return
+        except ApiException as exc:
+            log.warning("creating the default queues: %s %s; retrying", exc.status, exc.reason)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
 async def lead(ctx: Context, controllers: list[Controller], opts: Options) -> None:
     """Act: run until cancelled (leadership lost or shutdown)."""
     while not ctx.synced:
@@ -99,7 +148,9 @@ async def lead(ctx: Context, controllers: list[Controller], opts: Options) -> No
     try:
         for c in controllers:
             if isinstance(c, QueueController):
-                await c.ensure_default_queues()
+                await _ensure_default_queues(c, opts)
+        if opts.webhook_configuration:
+            tasks.append(asyncio.create_task(adoption_watch(ctx, opts).run()))
         for c in controllers:
             c.resync()
             tasks.extend(asyncio.create_task(c.worker()) for _ in range(opts.workers))

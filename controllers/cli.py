@@ -62,8 +62,35 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--resync", type=float, default=60.0, help="seconds between full re-queues (default 60)"
     )
+    p.add_argument(
+        "--default-queue-weight",
+        type=int,
+        default=1,
+        help="weight of the default queue when it is created (default %(default)s)",
+    )
+    p.add_argument(
+        "--default-queue-reclaimable",
+        type=_bool,
+        default=True,
+        metavar="true|false",
+        help="whether the default queue is reclaimable when it is created (default true)",
+    )
+    p.add_argument(
+        "--webhook-configuration",
+        default="",
+        help="MutatingWebhookConfiguration of our webhook: a namespace that leaves its pod "
+        "webhooks' namespaceSelector (adoption label removed) has its gated pods released "
+        "(default: off)",
+    )
     add_log_level(p)
     p.set_defaults(func=run)
+
+
+def _bool(text: str) -> bool:
+    low = text.lower()
+    if low not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return low == "true"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
     from pyextender.api.leader import LeaseConfig
 
     setup_logging(args.log_level)
+    if args.default_queue_weight < 1:
+        print("pyextender controllers: --default-queue-weight must be >= 1", flush=True)
+        return 2
     if args.workers < 1:
         print("pyextender controllers: --workers must be >= 1", flush=True)
         return 2
@@ -95,5 +125,8 @@ def run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         scheduler_name=args.scheduler_name,
         resync_s=args.resync,
+        default_queue_weight=args.default_queue_weight,
+        default_queue_reclaimable=args.default_queue_reclaimable,
+        webhook_configuration=args.webhook_configuration,
     )
     return run_server("pyextender controllers", run_app(opts))

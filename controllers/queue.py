@@ -16,6 +16,7 @@ from controllers.kube import QUEUES
 from controllers.runtime import Context, Controller, call, ignore_exists
 from controllers.store import Obj, meta
 from pyextender.api.volcano import default_queues
+from pyextender.api.volcano.queue import DEFAULT_QUEUE
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +64,16 @@ class QueueController(Controller):
         for key in list(self.ctx.queues.objects):
             self.queue.add(key)
 
-    async def ensure_default_queues(self) -> None:
+    async def ensure_default_queues(self, weight: int = 1, reclaimable: bool = True) -> None:
+        """Create root and default if missing; default with the given weight/reclaimable."""
         ctx = self.ctx
         for q in default_queues():
             if ctx.queues.get(q.metadata.name) is not None:
                 continue
             body = q.to_dict()
             body.pop("status", None)
+            if q.metadata.name == DEFAULT_QUEUE:
+                body["spec"].update(weight=weight, reclaimable=reclaimable)
             created = await ignore_exists(call(ctx.kube.create, QUEUES, "", body))
             if created:
                 ctx.queues.remember(created)

@@ -27,6 +27,7 @@ GO_DIR = Path(__file__).resolve().parent / "go"
 SHIM_DIR = Path(__file__).resolve().parent.parent / "shim"
 """The framework shim's Go module (kube-scheduler + the Pyextender plugin)."""
 KUBE_VERSION = "v1.36.3"
+HELM_VERSION = "v3.22.0"
 VERSION_CHECK_TIMEOUT = 60.0  # seconds; a cold start of a 100 MB binary is well under it
 
 
@@ -94,6 +95,7 @@ COMPONENTS: tuple[Component, ...] = (
         (
             _kube("kube-apiserver"),
             _kube("kube-scheduler"),
+            _kube("kube-controller-manager"),
             Binary(
                 "kubectl",
                 "k8s.io/kubernetes/cmd/kubectl",
@@ -109,6 +111,26 @@ COMPONENTS: tuple[Component, ...] = (
         f"{KUBE_VERSION}-{source_hash(SHIM_DIR)}",
         (Binary("kube-scheduler-pyextender", "pyextender.io/shim", _kube_stamp(KUBE_VERSION)),),
         module_dir=SHIM_DIR,
+    ),
+    Component(
+        "helm",
+        HELM_VERSION,
+        (
+            Binary(
+                "helm",
+                "helm.sh/helm/v3/cmd/helm",
+                (
+                    f"helm.sh/helm/v3/internal/version.version={HELM_VERSION}",
+                    # what `helm template` assumes without a cluster; upstream's Makefile
+                    # derives it from client-go (v0.37 -> 1.37)
+                    "helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1",
+                    "helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37",
+                    "helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1",
+                    "helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37",
+                ),
+                ("version", "--short"),
+            ),
+        ),
     ),
 )
 

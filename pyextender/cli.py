@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 def build_parser() -> argparse.ArgumentParser:
     from controllers import cli as controllers_cli
+    from controllers import release_cli
     from pyextender.server import serve_cli
     from pyextender.simulate import cli as simulate_cli
     from webhook import cli as webhook_cli
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_cli.register(sub)
     controllers_cli.register(sub)
     webhook_cli.register(sub)
+    release_cli.register(sub)
     return parser
 
 

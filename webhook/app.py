@@ -32,7 +32,7 @@ from pyextender.api.asgi import (
 )
 from webhook.configuration import MUTATE_PODS, MUTATE_PODS_SHADOW, VALIDATE
 from webhook.metrics import Metrics
-from webhook.mutate_pod import plan_pod, pod_patch
+from webhook.mutate_pod import Adoption, plan_pod, pod_patch
 from webhook.queues import QueueSource
 from webhook.review import (
     AdmissionRequest,
@@ -63,7 +63,9 @@ class WebhookApp:
         ready: Callable[[], tuple[bool, str]],
         metrics: Metrics | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        adoption: Adoption | None = None,
     ) -> None:
+        self.adoption = adoption or Adoption()
         self.queues = queues
         self.ready = ready
         self.metrics = metrics or Metrics()
@@ -121,7 +123,7 @@ class WebhookApp:
         if req.group or req.kind != "Pod":
             log.warning("pod webhook got %s %s; allowed unchanged", req.api_version, req.kind)
             return allow(), "skipped"
-        plan = plan_pod(req.object, req.operation)
+        plan = plan_pod(req.object, req.operation, self.adoption)
         if not plan.changes or req.object is None:
             log.debug("pod %s unchanged: %s", req.label, plan.skipped)
             return allow(), "skipped"
@@ -136,4 +138,4 @@ class WebhookApp:
             )
             return allow(), "shadow"
         log.info("pod %s (PodGroup %s): %s", req.label, plan.group, ", ".join(plan.changes))
-        return Verdict(allowed=True, patch=pod_patch(req.object, plan)), "patched"
+        return Verdict(allowed=True, patch=pod_patch(req.object, plan, self.adoption)), "patched"

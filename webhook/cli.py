@@ -7,10 +7,18 @@ import ssl
 import sys
 from typing import Any
 
-from pyextender.api.names import ENABLED_LABEL, GANG_GATE, GROUP_NAME_ANNOTATION, SCHEDULER_NAME
+from pyextender.api.names import (
+    BATCH_RESOURCE,
+    ENABLED_LABEL,
+    GANG_GATE,
+    GROUP_NAME_ANNOTATION,
+    SCHEDULER_NAME,
+)
 from pyextender.api.process import add_log_level, run_server, setup_logging
+from pyextender.api.volcano.codec import duration_seconds
 from webhook.app import DEFAULT_MAX_BODY_BYTES
-from webhook.configuration import MUTATE_PODS, MUTATE_PODS_SHADOW, VALIDATE
+from webhook.configuration import CONFIGURATION_NAME, MUTATE_PODS, MUTATE_PODS_SHADOW, VALIDATE
+from webhook.mutate_pod import DEFAULT_SCHEDULER, EXISTING_MODE, SCHEDULER_MODE, Adoption
 
 _EPILOG = f"""\
 endpoints (HTTPS):
@@ -47,8 +55,61 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--address", default="127.0.0.1", help="listen address (default %(default)s)")
     p.add_argument("--port", type=int, default=9443, help="listen port (default %(default)s)")
-    p.add_argument("--tls-cert", required=True, help="PEM serving certificate (with chain)")
-    p.add_argument("--tls-key", required=True, help="PEM private key of --tls-cert")
+    tls = p.add_argument_group(
+        "TLS",
+        "either --tls-cert/--tls-key (files, e.g. cert-manager's Secret as a volume; "
+        "reloaded when they change) or --tls-secret (self-managed: the leader issues a CA "
+        "and a serving certificate into the Secret, writes caBundle into both webhook "
+        "configurations and renews before expiry; every replica reloads without a restart)",
+    )
+    tls.add_argument("--tls-cert", help="PEM serving certificate (with chain)")
+    tls.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    tls.add_argument("--tls-secret", metavar="NAMESPACE/NAME", help="self-managed certificates")
+    tls.add_argument(
+        "--tls-dir",
+        default="/tmp/pyextender-webhook-tls",
+        help="where the self-managed pair is written for the TLS library (default %(default)s)",
+    )
+    tls.add_argument(
+        "--service", default="pyextender-webhook", help="Service name (certificate DNS names)"
+    )
+    tls.add_argument(
+        "--webhook-configuration",
+        default=CONFIGURATION_NAME,
+        help="name of both webhook configurations whose caBundle the leader keeps "
+        "(default %(default)s)",
+    )
+    tls.add_argument(
+        "--ca-validity", default="87600h", help="lifetime of the CA (default %(default)s)"
+    )
+    tls.add_argument(
+        "--cert-validity",
+        default="8760h",
+        help="lifetime of the serving certificate; renewed with a third left (default %(default)s)",
+    )
+    tls.add_argument(
+        "--tls-sync-period",
+        type=float,
+        default=10.0,
+        help="seconds between checks for a renewed certificate (default %(default)s)",
+    )
+    tls.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="with --tls-secret: only the Lease holder writes certificates",
+    )
+    tls.add_argument("--lease-namespace", default="kube-system", help="namespace of the Lease")
+    tls.add_argument("--lease-name", default="pyextender-webhook", help="name of the Lease")
+    p.add_argument(
+        "--mode",
+        choices=(SCHEDULER_MODE, EXISTING_MODE),
+        default=SCHEDULER_MODE,
+        help="scheduler: adopted pods go to our kube-scheduler profile (--scheduler-name, "
+        f"default {SCHEDULER_NAME}); existing: they keep the cluster's scheduler "
+        f"(--scheduler-name, default {DEFAULT_SCHEDULER}) and request one {BATCH_RESOURCE} "
+        "so its extender entry (managedResources) sends only them to us",
+    )
+    p.add_argument("--scheduler-name", default="", help="schedulerName of adopted pods")
     p.add_argument(
         "--max-body-bytes",
         type=int,
@@ -59,27 +120,76 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _fail(msg: str) -> int:
+    print(f"pyextender webhook: {msg}", file=sys.stderr)
+    return 2
+
+
 def run(args: argparse.Namespace) -> int:
+    import datetime as dt
+    import os
+    import socket
+
+    from pyextender.api.leader import LeaseConfig
     from webhook.serve import WebhookOptions, serve
+    from webhook.tls import SecretSettings
 
     setup_logging(args.log_level)
-    try:  # fail now, naming the files, rather than inside uvicorn
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
-            args.tls_cert, args.tls_key
+    files = bool(args.tls_cert or args.tls_key)
+    if files == bool(args.tls_secret):
+        return _fail("give either --tls-cert and --tls-key, or --tls-secret NAMESPACE/NAME")
+    secret: SecretSettings | None = None
+    if files:
+        if not (args.tls_cert and args.tls_key):
+            return _fail("--tls-cert and --tls-key go together")
+        try:  # fail now, naming the files, rather than inside uvicorn
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                args.tls_cert, args.tls_key
+            )
+        except (OSError, ssl.SSLError) as exc:
+            pair = f"--tls-cert {args.tls_cert} / --tls-key {args.tls_key}"
+            return _fail(f"cannot load {pair}: {exc}")
+    else:
+        namespace, _, name = args.tls_secret.partition("/")
+        if not namespace or not name:
+            return _fail(f"--tls-secret must be NAMESPACE/NAME, got {args.tls_secret!r}")
+        try:
+            ca_validity = duration_seconds(args.ca_validity)
+            cert_validity = duration_seconds(args.cert_validity)
+        except ValueError as exc:
+            return _fail(f"--ca-validity/--cert-validity: {exc}")
+        if not 0 < cert_validity <= ca_validity:
+            return _fail("need 0 < --cert-validity <= --ca-validity")
+        secret = SecretSettings(
+            namespace=namespace,
+            secret=name,
+            service=args.service,
+            configuration=args.webhook_configuration,
+            ca_validity=dt.timedelta(seconds=ca_validity),
+            cert_validity=dt.timedelta(seconds=cert_validity),
+            period=args.tls_sync_period,
         )
-    except (OSError, ssl.SSLError) as exc:
-        print(
-            f"pyextender webhook: cannot load --tls-cert {args.tls_cert} / "
-            f"--tls-key {args.tls_key}: {exc}",
-            file=sys.stderr,
+    if args.tls_sync_period <= 0:
+        return _fail("--tls-sync-period must be > 0")
+    default_name = SCHEDULER_NAME if args.mode == SCHEDULER_MODE else DEFAULT_SCHEDULER
+    lease = None
+    if args.leader_elect:
+        lease = LeaseConfig(
+            namespace=args.lease_namespace,
+            name=args.lease_name,
+            identity=f"{socket.gethostname()}_{os.getpid()}",
         )
-        return 2
     opts = WebhookOptions(
         kubeconfig=args.kubeconfig,
         address=args.address,
         port=args.port,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
+        tls_cert=args.tls_cert or "",
+        tls_key=args.tls_key or "",
         max_body_bytes=args.max_body_bytes,
+        adoption=Adoption(args.mode, args.scheduler_name or default_name),
+        secret=secret,
+        tls_dir=args.tls_dir,
+        file_period=args.tls_sync_period,
+        lease=lease,
     )
     return run_server("pyextender webhook", serve(opts))

@@ -13,6 +13,19 @@ A pod that names another scheduler is left alone entirely: its scheduler
 would never see our gate lifted. Only CREATE is mutated, because the API
 server refuses new scheduling gates on an existing pod.
 
+``Adoption`` chooses the install mode (charts/pyextender values ``mode``):
+
+- ``scheduler`` (default): a second kube-scheduler serves profile ``volcano``;
+  adopted pods get that schedulerName.
+- ``existing``: the cluster's own kube-scheduler calls our extender, which is
+  configured with ``managedResources: [{name: pyextender.io/batch,
+  ignoredByScheduler: true}]`` (manifests/extender/). Adopted pods keep (or get)
+  the cluster's scheduler name and request one ``pyextender.io/batch`` in their
+  first container, so kube-scheduler calls the extender for them and only them.
+  No node advertises the resource: kube-scheduler's fit check skips it
+  (ignoredByScheduler) and kubelet's admission drops extended resources its node
+  does not know (see manifests/extender/README.md).
+
 ``plan_pod`` decides, ``pod_patch`` writes the JSONPatch; both are pure so
 shadow mode can log exactly what enforcement would have done.
 """
@@ -23,9 +36,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyextender.api.names import GANG_GATE, GROUP_NAME_ANNOTATION, SCHEDULER_NAME
+from pyextender.api.names import (
+    BATCH_RESOURCE,
+    GANG_GATE,
+    GATED_BY_WEBHOOK_ANNOTATION,
+    GROUP_NAME_ANNOTATION,
+    SCHEDULER_NAME,
+)
 
 DEFAULT_SCHEDULER = "default-scheduler"
+SCHEDULER_MODE, EXISTING_MODE = "scheduler", "existing"
+
+
+@dataclass(frozen=True, slots=True)
+class Adoption:
+    """Where adopted gang pods go."""
+
+    mode: str = SCHEDULER_MODE
+    """``scheduler`` (our own kube-scheduler profile) or ``existing`` (marker resource)."""
+    scheduler_name: str = SCHEDULER_NAME
+    """The schedulerName adopted pods end up with."""
+
+    @property
+    def marker(self) -> bool:
+        return self.mode == EXISTING_MODE
+
+    @property
+    def accepted(self) -> tuple[str, ...]:
+        """schedulerNames we take over: none in particular, ours, and (existing mode)
+        Volcano's, which has no profile there."""
+        names = ("", DEFAULT_SCHEDULER, self.scheduler_name)
+        return (*names, SCHEDULER_NAME) if self.marker else names
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,14 +77,17 @@ class PodPlan:
     """PodGroup the pod belongs to ("" when it is no gang member)."""
     set_scheduler: bool = False
     add_gate: bool = False
+    add_marker: bool = False
     skipped: str = ""
     """Why the pod is left as it is ("" when there is something to do)."""
 
     @property
     def changes(self) -> tuple[str, ...]:
         """Names of the changes, for logs and the ``change`` metric label."""
-        return (("scheduler_name",) if self.set_scheduler else ()) + (
-            ("scheduling_gate",) if self.add_gate else ()
+        return (
+            (("scheduler_name",) if self.set_scheduler else ())
+            + (("scheduling_gate",) if self.add_gate else ())
+            + (("batch_marker",) if self.add_marker else ())
         )
 
 
@@ -51,8 +95,22 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def plan_pod(pod: Mapping[str, Any] | None, operation: str) -> PodPlan:
+def _has_marker(spec: Mapping[str, Any]) -> bool:
+    containers = spec.get("containers")
+    if not isinstance(containers, list):
+        return False
+    for c in containers:
+        res = _mapping(_mapping(c).get("resources"))
+        if BATCH_RESOURCE in _mapping(res.get("requests")):
+            return True
+    return False
+
+
+def plan_pod(
+    pod: Mapping[str, Any] | None, operation: str, adoption: Adoption | None = None
+) -> PodPlan:
     """Decide what to change on ``pod`` (the AdmissionRequest object)."""
+    adoption = adoption or Adoption()
     if operation != "CREATE":
         return PodPlan(skipped=f"operation {operation}: only pod creation is mutated")
     if pod is None:
@@ -68,33 +126,63 @@ def plan_pod(pod: Mapping[str, Any] | None, operation: str) -> PodPlan:
     if node:
         return PodPlan(group=group, skipped=f"already bound to node {node}")
     requested = spec.get("schedulerName") or ""
-    set_scheduler = requested in ("", DEFAULT_SCHEDULER)
-    if not set_scheduler and requested != SCHEDULER_NAME:
+    if requested not in adoption.accepted:
         return PodPlan(
             group=group, skipped=f"schedulerName {requested!r}: another scheduler owns the pod"
         )
+    set_scheduler = requested != adoption.scheduler_name
     gates = spec.get("schedulingGates")
     has_gate = isinstance(gates, list) and any(
         isinstance(g, Mapping) and g.get("name") == GANG_GATE for g in gates
     )
-    if not set_scheduler and has_gate:
+    add_marker = adoption.marker and not _has_marker(spec)
+    if not set_scheduler and has_gate and not add_marker:
         return PodPlan(group=group, skipped="already scheduled by us and gated")
-    return PodPlan(group=group, set_scheduler=set_scheduler, add_gate=not has_gate)
+    return PodPlan(
+        group=group, set_scheduler=set_scheduler, add_gate=not has_gate, add_marker=add_marker
+    )
 
 
-def pod_patch(pod: Mapping[str, Any], plan: PodPlan) -> list[dict[str, Any]]:
+def _marker_ops(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One pyextender.io/batch in requests and limits of the first container
+    (an extended resource needs both, and they must be equal)."""
+    first = _mapping((_mapping(pod.get("spec")).get("containers") or [{}])[0])
+    res = first.get("resources")
+    base = "/spec/containers/0/resources"
+    one = {BATCH_RESOURCE: "1"}
+    if not isinstance(res, Mapping):
+        return [{"op": "add", "path": base, "value": {"requests": one, "limits": one}}]
+    ops: list[dict[str, Any]] = []
+    key = BATCH_RESOURCE.replace("~", "~0").replace("/", "~1")
+    for part in ("requests", "limits"):
+        if isinstance(res.get(part), Mapping):
+            ops.append({"op": "add", "path": f"{base}/{part}/{key}", "value": "1"})
+        else:
+            ops.append({"op": "add", "path": f"{base}/{part}", "value": one})
+    return ops
+
+
+def pod_patch(
+    pod: Mapping[str, Any], plan: PodPlan, adoption: Adoption | None = None
+) -> list[dict[str, Any]]:
     """RFC 6902 operations carrying out ``plan``.
 
     ``add`` replaces an existing member (RFC 6902 §4.1), so it also covers
     the ``default-scheduler`` the API server fills in before admission.
     """
+    adoption = adoption or Adoption()
     ops: list[dict[str, Any]] = []
     if plan.set_scheduler:
-        ops.append({"op": "add", "path": "/spec/schedulerName", "value": SCHEDULER_NAME})
+        ops.append({"op": "add", "path": "/spec/schedulerName", "value": adoption.scheduler_name})
     if plan.add_gate:
         gate = {"name": GANG_GATE}
         if isinstance(_mapping(pod.get("spec")).get("schedulingGates"), list):
             ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": gate})
         else:
             ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [gate]})
+        # plan_pod only gates pods with the group-name annotation: annotations exist
+        key = GATED_BY_WEBHOOK_ANNOTATION.replace("~", "~0").replace("/", "~1")
+        ops.append({"op": "add", "path": f"/metadata/annotations/{key}", "value": "true"})
+    if plan.add_marker:
+        ops.extend(_marker_ops(pod))
     return ops

@@ -11,6 +11,16 @@ GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 GANG_GATE = "pyextender.io/gang"
 """Scheduling gate the webhook puts on gang members; lifted by the enqueue action."""
 
+BATCH_RESOURCE = "pyextender.io/batch"
+"""Marker extended resource the webhook requests (1) on adopted pods when pyextender
+plugs into the cluster's existing kube-scheduler: its extender entry lists it in
+managedResources (ignoredByScheduler), so only these pods reach the extender. No
+node advertises it; schedulers and kubelet ignore it (manifests/extender/README.md)."""
+
+GATED_BY_WEBHOOK_ANNOTATION = "pyextender.io/gated-by-webhook"
+"""Pod annotation ("true") the webhook adds with the gang gate: such a pod is released
+(gate lifted) when its namespace stops being adopted."""
+
 ENABLED_LABEL = "pyextender.io/enabled"
 """Namespace label that opts a namespace in (value "true", or "shadow")."""
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
 from collections.abc import Coroutine
 from typing import Any
@@ -17,11 +19,34 @@ def add_log_level(parser: argparse.ArgumentParser) -> None:
     )
 
 
+LOG_FORMAT_ENV = "PYEXTENDER_LOG_FORMAT"
+"""``text`` (default) or ``json`` (one object per line: time, level, logger, message)."""
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
 def setup_logging(level: str) -> None:
+    fmt = os.environ.get(LOG_FORMAT_ENV, "text")
+    if fmt not in ("text", "json"):
+        print(f"${LOG_FORMAT_ENV} must be text or json, got {fmt!r}; using text", file=sys.stderr)
     logging.basicConfig(
         level=getattr(logging, level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if fmt == "json":
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonFormatter())
 
 
 def run_server(prog: str, main: Coroutine[Any, Any, int]) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pyextender.api.names import BATCH_RESOURCE
 from pyextender.api.quantity import to_int, to_milli
 
 CPU = "cpu"
@@ -31,7 +32,7 @@ def is_tracked(name: str) -> bool:
     """Whether a resource name gets a column: core ones and extended ones."""
     if name in CORE_RESOURCES:
         return True
-    if name in (VOLCANO_GPU_MEMORY, VOLCANO_GPU_NUMBER, PYEXTENDER_GPU_MILLI):
+    if name in (VOLCANO_GPU_MEMORY, VOLCANO_GPU_NUMBER, PYEXTENDER_GPU_MILLI, BATCH_RESOURCE):
         return False
     return (
         "/" in name and not name.startswith("kubernetes.io/") and not name.startswith("requests.")

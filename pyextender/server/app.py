@@ -31,6 +31,7 @@ from pyextender.server.grpc_server import GrpcOptions, GrpcServer
 from pyextender.server.grpc_service import SchedulerService
 from pyextender.server.http import ExtenderApp
 from pyextender.server.metrics import Metrics
+from pyextender.server.probes import start_probes
 from pyextender.server.scheduler_loop import SchedulerLoop
 from pyextender.server.threads import API_THREADS
 from pyextender.server.verbs import Extender
@@ -61,6 +62,10 @@ class ServeOptions:
     """Run the actions only while holding the Lease (verbs are always served)."""
     lease_namespace: str = "kube-system"
     lease_name: str = "pyextender-scheduler"
+    metrics_address: str = "127.0.0.1"
+    """Listen address of the probes-only server (/healthz /readyz /metrics)."""
+    metrics_port: int = 0
+    """Its port; 0: no second server (the probes are on the extender port anyway)."""
     gang_timeout: float = DEFAULT_TIMEOUT_S
     """Seconds a gang member's bind waits for the rest of its gang (framework mode:
     how long it waits in Permit)."""
@@ -262,9 +267,16 @@ async def serve(opts: ServeOptions) -> int:
         opts.port,
         opts.scheduler_name,
     )
+    probes = None
+    if opts.metrics_port:
+        probes = start_probes(opts.metrics_address, opts.metrics_port, ready, metrics.registry)
+        log.info("probes and metrics on http://%s:%d", opts.metrics_address, opts.metrics_port)
     try:
         await server.serve()
     finally:
+        if probes is not None:
+            probes[0].should_exit = True
+            await asyncio.gather(probes[1], return_exceptions=True)
         if grpc_server is not None:
             await grpc_server.stop()
         gauges.cancel()

@@ -30,6 +30,18 @@ def register(sub: Any) -> None:
     p.add_argument("--address", default="127.0.0.1", help="listen address (default %(default)s)")
     p.add_argument("--port", type=int, default=8888, help="listen port (default %(default)s)")
     p.add_argument(
+        "--metrics-address",
+        default="127.0.0.1",
+        help="listen address of a second server with only /healthz /readyz /metrics "
+        "(default %(default)s)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        help="its port; 0 (default) serves them only beside the verbs on --port",
+    )
+    p.add_argument(
         "--scheduler-name",
         default=SCHEDULER_NAME,
         help="schedulerName of the pods we schedule (default %(default)s)",
@@ -99,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         lease_namespace=args.lease_namespace,
         lease_name=args.lease_name,
         gang_timeout=args.gang_timeout,
+        metrics_address=args.metrics_address,
+        metrics_port=args.metrics_port,
         grpc=GrpcOptions(
             socket=args.grpc_socket,
             address=args.grpc_address,

@@ -82,6 +82,11 @@ def test_mutate_returns_json_patch(app: WebhookApp) -> None:
     assert patch == [
         {"op": "add", "path": "/spec/schedulerName", "value": "volcano"},
         {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GANG_GATE}]},
+        {
+            "op": "add",
+            "path": "/metadata/annotations/pyextender.io~1gated-by-webhook",
+            "value": "true",
+        },
     ]
     labels = {"kind": "Pod", "operation": "CREATE", "result": "patched"}
     assert metric(app, "pyextender_webhook_admissions_total", labels) == 1

@@ -12,6 +12,11 @@ from webhook.mutate_pod import plan_pod, pod_patch
 SCHED = {"op": "add", "path": "/spec/schedulerName", "value": "volcano"}
 GATE_LIST = {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GANG_GATE}]}
 GATE_APPEND = {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GANG_GATE}}
+GATED_BY = {
+    "op": "add",
+    "path": "/metadata/annotations/pyextender.io~1gated-by-webhook",
+    "value": "true",
+}
 
 
 def pod(group: str | None = "pg", **spec: Any) -> dict[str, Any]:
@@ -87,6 +92,8 @@ def test_patch(
     pod_doc: dict[str, Any], operation: str, expected: list[dict[str, Any]], skipped: str
 ) -> None:
     plan = plan_pod(pod_doc, operation)
+    if any(op in expected for op in (GATE_LIST, GATE_APPEND)):
+        expected = [*expected, GATED_BY]  # a gated pod is marked as gated by us
     assert pod_patch(pod_doc, plan) == expected
     assert bool(plan.changes) == bool(expected)
     if skipped:

@@ -1,0 +1,175 @@
+"""Release gated pods that nobody will ungate any more.
+
+Our webhook gates the gang pods of adopted namespaces (``pyextender.io/gang``);
+the sidecar lifts the gate when the whole gang fits. Two events end that
+arrangement for a pod that is still gated, and both release it (lift the gate,
+leaving its other gates alone):
+
+- its namespace stops being adopted (the adoption label is removed): the
+  controllers notice the namespace is outside the pod webhook's namespaceSelector
+  and lift the gate of the pods the webhook gated (``AdoptionWatch``, run by the
+  leader);
+- pyextender is uninstalled: the chart's pre-delete hook runs ``pyextender
+  release --all-namespaces``, which deletes both webhook configurations first (no
+  new pod gets gated) and then releases every gated pod.
+
+Which namespaces are adopted is read from the live MutatingWebhookConfiguration,
+so the chart's values (label selector, names) are the single source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from pyextender.api.names import GANG_GATE, GATED_BY_WEBHOOK_ANNOTATION
+
+log = logging.getLogger(__name__)
+
+ADOPTING_PATH = "/mutate/pods"
+"""Webhook path of enforcing pod mutation (shadow namespaces gate nothing)."""
+
+Selector = Mapping[str, Any]
+
+
+def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, op = expr.get("key", ""), expr.get("operator", "")
+    values = list(expr.get("values") or [])
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return key not in labels or labels[key] not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    raise ValueError(f"unknown label selector operator {op!r}")
+
+
+def selector_matches(selector: Selector | None, labels: Mapping[str, str]) -> bool:
+    """metav1.LabelSelector semantics; an empty selector matches everything."""
+    if not selector:
+        return True
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    return all(_expression_matches(e, labels) for e in selector.get("matchExpressions") or [])
+
+
+def adopting_selectors(configuration: Mapping[str, Any]) -> list[Selector]:
+    """namespaceSelectors of the webhooks that gate pods (path /mutate/pods)."""
+    out: list[Selector] = []
+    for hook in configuration.get("webhooks") or []:
+        cc = hook.get("clientConfig") or {}
+        path = (cc.get("service") or {}).get("path") or ""
+        url = cc.get("url") or ""
+        if path == ADOPTING_PATH or url.endswith(ADOPTING_PATH):
+            out.append(hook.get("namespaceSelector") or {})
+    return out
+
+
+def adopted(namespaces: Iterable[Mapping[str, Any]], selectors: list[Selector]) -> set[str]:
+    """Names of the namespaces any adopting webhook applies to."""
+    out = set()
+    for ns in namespaces:
+        md = ns.get("metadata") or {}
+        labels = md.get("labels") or {}
+        if any(selector_matches(s, labels) for s in selectors):
+            out.add(md.get("name", ""))
+    return out
+
+
+def gated(pod: Mapping[str, Any]) -> bool:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    return any(g.get("name") == GANG_GATE for g in gates)
+
+
+def release_patch(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON merge patch: the pod's gates without ours (optimistic on resourceVersion)."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    md = pod.get("metadata") or {}
+    return {
+        "metadata": {"resourceVersion": md.get("resourceVersion")},
+        "spec": {"schedulingGates": [g for g in gates if g.get("name") != GANG_GATE]},
+    }
+
+
+MERGE = "application/merge-patch+json"
+
+
+def release_pods(core: client.CoreV1Api, pods: Iterable[Mapping[str, Any]]) -> int:
+    """Lift our gate from each pod; returns how many were released."""
+    done = 0
+    for pod in pods:
+        if not gated(pod):
+            continue
+        md = pod.get("metadata") or {}
+        ns, name = md.get("namespace", ""), md.get("name", "")
+        try:
+            core.patch_namespaced_pod(
+                name, ns, release_patch(pod), _content_type=MERGE, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):  # gone, or changed (the sidecar lifted it)
+                continue
+            raise
+        log.info("released %s/%s (gate %s lifted)", ns, name, GANG_GATE)
+        done += 1
+    return done
+
+
+class AdoptionWatch:
+    """The controllers' side: release the pods our webhook gated (annotation
+    GATED_BY_WEBHOOK_ANNOTATION) whose namespace is no longer adopted.
+
+    Pods gated by anyone else are left alone, and the check needs no memory of
+    earlier states, so a label removed while the controllers were down is caught
+    at the next check. A namespace the informer has not seen is skipped.
+    """
+
+    def __init__(
+        self,
+        read_configuration: Callable[[], Mapping[str, Any] | None],
+        namespaces: Callable[[], Sequence[Mapping[str, Any]]],
+        pods: Callable[[], Sequence[Mapping[str, Any]]],
+        release: Callable[[Sequence[Mapping[str, Any]]], int],
+        period: float = 2.0,
+    ) -> None:
+        self.read_configuration = read_configuration
+        self.namespaces = namespaces
+        self.pods = pods
+        self.release = release
+        self.period = period
+
+    def check(self) -> int:
+        conf = self.read_configuration()
+        if conf is None:  # not installed yet, or being uninstalled (the hook releases)
+            return 0
+        spaces = self.namespaces()
+        known = {(n.get("metadata") or {}).get("name") for n in spaces}
+        now = adopted(spaces, adopting_selectors(conf))
+        orphans = []
+        for p in self.pods():
+            md = p.get("metadata") or {}
+            ns = md.get("namespace")
+            ours = (md.get("annotations") or {}).get(GATED_BY_WEBHOOK_ANNOTATION) == "true"
+            if ours and ns in known and ns not in now and gated(p):
+                orphans.append(p)
+        if not orphans:
+            return 0
+        left = sorted({(p.get("metadata") or {}).get("namespace", "") for p in orphans})
+        log.info("namespaces no longer adopted: %s", ", ".join(left))
+        return self.release(orphans)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await asyncio.to_thread(self.check)
+            except Exception as exc:
+                log.warning("adoption check: %s", exc)
+            await asyncio.sleep(self.period)

@@ -1,0 +1,312 @@
+"""A stand-in kubelet: runs the containers of a rendered Pod template as local processes.
+
+devcluster has no kubelet (kwok fakes the pods of workloads). To test the chart
+*as installed*, each component's Pod template is run here the way kubelet would:
+
+- **identity**: a ServiceAccount token from the TokenRequest API (the projected
+  token kubelet mounts), in a kubeconfig the process finds through
+  ``$KUBECONFIG`` (our processes) or its ``clientConnection`` (kube-scheduler),
+  never the admin certificate;
+- **network**: every pod gets its own loopback address (``127.x.y.n``), so
+  replicas listen on the same ports side by side. The pod's ``127.0.0.1`` is
+  its own address: occurrences in args and mounted config are rewritten;
+- **files**: ConfigMap and Secret volumes are written under the pod's folder and
+  mount paths in args are rewritten to it; emptyDirs are folders;
+- **env**: literal values and the downward API (``status.podIP``,
+  ``metadata.name``, ``metadata.namespace``); ``$(VAR)`` expansion as kubelet does;
+- **probes**: ``readinessProbe.httpGet`` decides when a pod is ready;
+- **images**: a container's ``command[0]`` names the program (``pyextender``,
+  ``kube-scheduler``); the kube-scheduler image tag must be the version devcluster
+  builds.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import random
+import re
+import socket
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devcluster import build
+from devcluster.cluster import Cluster, _alive
+
+TOKEN_SECONDS = 24 * 3600
+"""Lifetime of the ServiceAccount tokens we request (the test's upper bound)."""
+
+_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def pod_network() -> str:
+    """A random 127.x.y.0/24 prefix for one cluster's pods (loopback, unroutable)."""
+    return f"127.{random.randint(16, 250)}.{random.randint(1, 250)}"
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """kubelet's $(VAR) expansion: defined names are replaced, $$ is a literal $."""
+    out = _VAR.sub(lambda m: env.get(m.group(1), m.group(0)), text.replace("$$", "\0"))
+    return out.replace("\0", "$")
+
+
+def sa_kubeconfig(cluster: Cluster, namespace: str, sa: str, path: Path) -> Path:
+    """A kubeconfig for ServiceAccount ``namespace/sa`` with a TokenRequest token."""
+    from kubernetes import client
+
+    st = cluster.state
+    assert st is not None
+    core = client.CoreV1Api(admin_api(cluster))
+    req = {"spec": {"expirationSeconds": TOKEN_SECONDS}}
+    token = core.create_namespaced_service_account_token(sa, namespace, req).status.token
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "devcluster",
+                "cluster": {
+                    "server": st.server,
+                    "certificate-authority": str(Path(st.dir) / "pki" / "ca.crt"),
+                },
+            }
+        ],
+        "users": [{"name": f"system:serviceaccount:{namespace}:{sa}", "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": sa,
+                "context": {
+                    "cluster": "devcluster",
+                    "user": f"system:serviceaccount:{namespace}:{sa}",
+                    "namespace": namespace,
+                },
+            }
+        ],
+        "current-context": sa,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+def admin_api(cluster: Cluster) -> Any:
+    """The test's own (admin) client: creates tokens and plays the cluster's controllers."""
+    from kubernetes import client, config
+
+    st = cluster.state
+    assert st is not None
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
+    return client.ApiClient(cfg)
+
+
+@dataclass
+class LocalPod:
+    """One Pod of a rendered template, running as local processes."""
+
+    cluster: Cluster
+    name: str
+    namespace: str
+    ip: str
+    template: Mapping[str, Any]
+    """The Deployment's (or Job's) spec.template."""
+    roles: list[str] = field(default_factory=list)
+    """Process roles in the cluster state (``<pod>.<container>``)."""
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        spec: Mapping[str, Any] = self.template["spec"]
+        return spec
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        labels: Mapping[str, str] = self.template.get("metadata", {}).get("labels", {})
+        return labels
+
+    @property
+    def folder(self) -> Path:
+        st = self.cluster.state
+        assert st is not None
+        return Path(st.dir) / "pods" / self.name
+
+    # -- start ------------------------------------------------------------------
+    def start(self) -> None:
+        st = self.cluster.state
+        assert st is not None
+        self.folder.mkdir(parents=True, exist_ok=True)
+        sa = self.spec.get("serviceAccountName") or "default"
+        kubeconfig = sa_kubeconfig(self.cluster, self.namespace, sa, self.folder / "kubeconfig")
+        mounts = self._volumes()
+        for c in self.spec["containers"]:
+            env = self._env(c, kubeconfig)
+            argv = [expand(a, env) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
+            argv = [self._rewrite(a, c, mounts) for a in argv]
+            argv = self._program(argv, c, kubeconfig)
+            role = f"{self.name}.{c['name']}"
+            self.cluster._spawn(st, role, argv, env={**os.environ, **env})
+            self.roles.append(role)
+
+    def _volumes(self) -> dict[str, Path]:
+        """Materialise volumes; volume name -> local folder."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(admin_api(self.cluster))
+        out: dict[str, Path] = {}
+        for v in self.spec.get("volumes") or []:
+            where = self.folder / "volumes" / v["name"]
+            where.mkdir(parents=True, exist_ok=True)
+            out[v["name"]] = where
+            files: dict[str, bytes] = {}
+            if "configMap" in v:
+                cm = core.read_namespaced_config_map(v["configMap"]["name"], self.namespace)
+                files = {k: s.encode() for k, s in (cm.data or {}).items()}
+            elif "secret" in v:
+                sec = core.read_namespaced_secret(v["secret"]["secretName"], self.namespace)
+                files = {k: base64.b64decode(s) for k, s in (sec.data or {}).items()}
+            for key, data in files.items():
+                # the pod's loopback is its own address
+                (where / key).write_bytes(data.replace(b"127.0.0.1", self.ip.encode()))
+        return out
+
+    def _env(self, container: Mapping[str, Any], kubeconfig: Path) -> dict[str, str]:
+        fields = {
+            "status.podIP": self.ip,
+            "metadata.name": self.name,
+            "metadata.namespace": self.namespace,
+        }
+        env: dict[str, str] = {
+            # in-cluster config, as our processes discover it outside a cluster
+            "KUBECONFIG": str(kubeconfig),
+            "HOME": str(self.folder),
+            "TMPDIR": str(self.folder / "tmp"),
+        }
+        (self.folder / "tmp").mkdir(exist_ok=True)
+        for e in container.get("env") or []:
+            if "value" in e:
+                env[e["name"]] = expand(str(e["value"]), env)
+            elif "fieldRef" in (e.get("valueFrom") or {}):
+                path = e["valueFrom"]["fieldRef"]["fieldPath"]
+                if path not in fields:
+                    raise ValueError(f"{self.name}: env {e['name']}: fieldRef {path} unsupported")
+                env[e["name"]] = fields[path]
+            else:
+                raise ValueError(f"{self.name}: env {e['name']}: only value and fieldRef")
+        return env
+
+    def _rewrite(self, arg: str, container: Mapping[str, Any], mounts: dict[str, Path]) -> str:
+        arg = arg.replace("127.0.0.1", self.ip)
+        flag, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+        for m in sorted(container.get("volumeMounts") or [], key=lambda m: -len(m["mountPath"])):
+            mp = m["mountPath"].rstrip("/")
+            if value == mp or value.startswith(mp + "/"):
+                return flag + eq + str(mounts[m["name"]]) + value[len(mp) :]
+        return arg
+
+    def _program(self, argv: list[str], container: Mapping[str, Any], kc: Path) -> list[str]:
+        prog = argv[0]
+        if prog == "pyextender":
+            return [sys.executable, "-m", "pyextender.cli", *argv[1:]]
+        if prog == "kube-scheduler":
+            image = str(container.get("image", ""))
+            if not image.endswith(":" + build.KUBE_VERSION):
+                raise ValueError(f"kube-scheduler image {image} is not {build.KUBE_VERSION}")
+            return [str(build.binary_path("kube-scheduler")), *self._scheduler_args(argv[1:], kc)]
+        raise ValueError(f"{self.name}: no local program for command {prog!r}")
+
+    def _scheduler_args(self, args: list[str], kc: Path) -> list[str]:
+        """In-cluster client config for kube-scheduler: its config file's clientConnection,
+        and the delegated authn/authz kubeconfigs it would find in the pod."""
+        out = []
+        for a in args:
+            if a.startswith("--config="):
+                path = Path(a.split("=", 1)[1])
+                doc = yaml.safe_load(path.read_text())
+                doc.setdefault("clientConnection", {})["kubeconfig"] = str(kc)
+                local = self.folder / "kube-scheduler-config.yaml"
+                local.write_text(yaml.safe_dump(doc, sort_keys=False))
+                a = f"--config={local}"
+            out.append(a)
+        return [*out, f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}"]
+
+    # -- state ------------------------------------------------------------------
+    def alive(self) -> bool:
+        st = self.cluster.state
+        return st is not None and all(r in st.pids and _alive(st.pids[r]) for r in self.roles)
+
+    def ready(self) -> tuple[bool, str]:
+        """Every container's readinessProbe (httpGet) answers 2xx."""
+        for c in self.spec["containers"]:
+            probe = c.get("readinessProbe") or {}
+            get = probe.get("httpGet")
+            if not get:
+                continue
+            port = get["port"]
+            if isinstance(port, str):
+                port = next(p["containerPort"] for p in c.get("ports", []) if p["name"] == port)
+            scheme = get.get("scheme", "HTTP").lower()
+            url = f"{scheme}://{self.ip}:{port}{get.get('path', '/')}"
+            ctx = ssl._create_unverified_context() if scheme == "https" else None  # as kubelet
+            try:
+                with urllib.request.urlopen(url, timeout=2, context=ctx) as r:
+                    if not 200 <= r.status < 400:
+                        return False, f"{c['name']}: {url} -> {r.status}"
+            except urllib.error.HTTPError as e:
+                return False, f"{c['name']}: {url} -> {e.code} {e.read()[:200]!r}"
+            except OSError as e:
+                return False, f"{c['name']}: {url}: {e}"
+        return True, "ready"
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        why = ""
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise RuntimeError(f"pod {self.name} exited: see logs {self.roles}")
+            ok, why = self.ready()
+            if ok:
+                return
+            time.sleep(0.3)
+        raise TimeoutError(f"pod {self.name} not ready after {timeout:.0f}s: {why}")
+
+    def stop(self) -> None:
+        for role in self.roles:
+            self.cluster.stop_role(role)
+        self.roles = []
+
+
+def ip_is_free(ip: str, ports: list[int]) -> bool:
+    for port in ports:
+        with socket.socket() as s:
+            try:
+                s.bind((ip, port))
+            except OSError:
+                return False
+    return True
+
+
+def run_to_completion(pod: LocalPod, timeout: float) -> int:
+    """Start a pod of a Job and wait for its (single) container to exit; its exit code."""
+    pod.start()
+    st = pod.cluster.state
+    assert st is not None
+    pid = st.pids[pod.roles[0]]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+        time.sleep(0.1)
+    pod.stop()
+    raise TimeoutError(f"{pod.name} did not finish in {timeout:.0f}s")

@@ -1,0 +1,419 @@
+"""pyextender as installed by its Helm chart (issue 8), on a devcluster of its own.
+
+``helm install`` puts every object of the chart through the real API server; then
+each Deployment's Pod template runs as local processes (devcluster.localpods)
+under its own ServiceAccount token, with the chart's args, env and mounted
+ConfigMaps, and the stock kube-scheduler with the chart's KubeSchedulerConfiguration.
+Nothing runs with the admin certificate but the test itself (the user).
+
+The core scenarios of test_gangs.py run here unchanged (imported, with this
+module's fixtures). The webhook runs with self-managed TLS and short certificate
+lifetimes, so its certificates (and CA) rotate many times during this module,
+and every test doubles as a check that admission keeps working across rotations.
+The last tests upgrade and uninstall the release.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from devcluster.installed import NAMESPACE, InstalledCluster, Release
+from devcluster.nodes import NodeShape
+from pyextender.api.names import ENABLED_LABEL, GANG_GATE, GROUP_NAME_ANNOTATION
+from tests.e2e.conftest import Env
+from tests.e2e.kube import bound, bound_of, pod, podgroup, wait_for
+from tests.e2e.test_gangs import (  # the core scenarios, run against the installed system
+    test_gang_all_or_nothing,
+    test_priority_preemption_evicts_victim_gangs_whole,
+    test_queue_weights_converge_and_capability_holds,
+    test_two_gangs_that_fit_alone_but_not_together,
+)
+
+pytestmark = pytest.mark.e2e
+
+__all__ = [
+    "test_gang_all_or_nothing",
+    "test_priority_preemption_evicts_victim_gangs_whole",
+    "test_queue_weights_converge_and_capability_holds",
+    "test_two_gangs_that_fit_alone_but_not_together",
+]
+
+CERT_VALIDITY_S = 24
+CA_VALIDITY_S = 60
+"""Short lifetimes: the serving certificate renews every ~16 s, the CA every ~40 s."""
+
+VALUES: dict[str, Any] = {
+    "logLevel": "info",
+    # one scheduler pod and one controllers pod: the machine is small; the webhook
+    # keeps its two replicas (rotation is judged across both)
+    "scheduler": {"replicas": 1},
+    "controllers": {"replicas": 1},
+    "webhook": {
+        "replicas": 2,
+        "tls": {
+            "caValidity": f"{CA_VALIDITY_S}s",
+            "certValidity": f"{CERT_VALIDITY_S}s",
+            "syncPeriod": 1,
+        },
+    },
+}
+
+_ns = itertools.count()
+timings: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
+    root: Path = tmp_path_factory.mktemp("installed")
+    c = InstalledCluster(f"inst-{os.getpid()}", root=root, mode="scheduler")
+    c.up(nodes=2, shape=NodeShape(cpu="32", memory="256Gi", gpus=8))
+    release = Release(c, VALUES)
+    try:
+        start = time.monotonic()
+        release.install()
+        timings["helm_install_s"] = time.monotonic() - start
+        release.run_components()
+        timings["components_ready_s"] = time.monotonic() - start
+        _first_gang(release)
+        timings["install_to_first_gang_s"] = time.monotonic() - start
+        print(f"\ninstalled system timings: {timings}")
+        yield release
+    finally:
+        c.down(quiet=True)
+
+
+def _admin(release: Release) -> client.ApiClient:
+    st = release.cluster.state
+    assert st is not None
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
+    return client.ApiClient(cfg)
+
+
+def _adopted_namespace(core: client.CoreV1Api, prefix: str) -> str:
+    name = f"{prefix}-{next(_ns)}"
+    core.create_namespace({"metadata": {"name": name, "labels": {ENABLED_LABEL: "true"}}})
+    return name
+
+
+def _member(namespace: str, group: str, i: int, gpus: int) -> dict[str, Any]:
+    """A gang member as a user writes it: no gate, default scheduler (the webhook decides)."""
+    m = pod(f"{group}-{i}", namespace, gpus=gpus, scheduler="")
+    del m["spec"]["schedulerName"]
+    m["metadata"]["annotations"] = {GROUP_NAME_ANNOTATION: group}
+    return m
+
+
+def _first_gang(release: Release) -> None:
+    api = _admin(release)
+    core = client.CoreV1Api(api)
+    ns = _adopted_namespace(core, "first")
+    podgroup(api, ns, "first", 2, "default", None)
+    for i in range(2):
+        core.create_namespaced_pod(ns, _member(ns, "first", i, gpus=1))
+    wait_for("the first gang bound", lambda: len(bound(core, ns)) == 2, timeout=120)
+    # the scenarios below expect empty nodes
+    core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    wait_for("the first gang gone", lambda: not core.list_namespaced_pod(ns).items)
+
+
+# -- fixtures the imported scenarios use (they override conftest's session cluster) ------
+
+
+@pytest.fixture(scope="module")
+def api(installed: Release) -> client.ApiClient:
+    return _admin(installed)
+
+
+@pytest.fixture(scope="module")
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture
+def sidecar(installed: Release) -> str:
+    """The extender URL of the (single) scheduler pod's sidecar: its pod address."""
+    return f"http://{installed.pod('scheduler').ip}:8888"
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api, api: client.ApiClient) -> Iterator[str]:
+    """A fresh, not adopted namespace (the scenarios create their pods gated themselves)."""
+    name = f"s{os.getpid()}-{next(_ns)}"
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    client.CustomObjectsApi(api).delete_collection_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", name, "podgroups"
+    )
+    core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+
+
+@pytest.fixture
+def env(
+    installed: Release, api: client.ApiClient, core: client.CoreV1Api, namespace: str, sidecar: str
+) -> Env:
+    """What the imported scenarios take: here, the installed system (one mode)."""
+    return Env("installed", installed.cluster, api, core, namespace, sidecar)
+
+
+# -- the install itself ------------------------------------------------------------------
+
+
+def test_components_run_under_their_own_service_accounts(installed: Release) -> None:
+    for component in ("scheduler", "controllers", "webhook"):
+        for p in installed.pods[installed.deployment(component)["metadata"]["name"]]:
+            assert p.alive() and p.ready()[0], p.name
+            kc = (p.folder / "kubeconfig").read_text()
+            assert f"system:serviceaccount:{NAMESPACE}:pyextender-{component}" in kc
+            assert "client-certificate" not in kc and "token:" in kc
+    sched = installed.pod("scheduler")
+    argv = _argv(installed, sched.roles[0])
+    assert argv[0].endswith("/kube-scheduler"), argv
+
+
+def _argv(release: Release, role: str) -> list[str]:
+    st = release.cluster.state
+    assert st is not None
+    return Path(f"/proc/{st.pids[role]}/cmdline").read_bytes().decode().split("\0")[:-1]
+
+
+def test_extender_listens_on_the_pod_loopback_only(installed: Release) -> None:
+    """The sidecar's verbs are on the pod's own address (its 127.0.0.1); probes and
+    metrics on the pod IP's metrics port; nothing else of the sidecar is reachable."""
+    sched = installed.pod("scheduler")
+    argv = _argv(installed, next(r for r in sched.roles if r.endswith(".sidecar")))
+    assert f"--address={sched.ip}" in argv and f"--metrics-address={sched.ip}" in argv
+    ports = {c["name"]: c.get("ports", []) for c in sched.spec["containers"]}
+    assert [p["containerPort"] for p in ports["sidecar"]] == [8080]  # no extender port
+
+
+def test_webhook_gates_and_routes_gang_pods_of_adopted_namespaces(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    ns = _adopted_namespace(core, "adopt")
+    podgroup(api, ns, "big", 4, "default", None)
+    for i in range(4):  # 4 x 8 GPUs never fit 2 x 8: the gate stays
+        core.create_namespaced_pod(ns, _member(ns, "big", i, gpus=8))
+    p = core.read_namespaced_pod("big-0", ns)
+    assert p.spec.scheduler_name == "volcano"
+    assert [g.name for g in p.spec.scheduling_gates] == [GANG_GATE]
+
+
+def test_webhook_validates_volcano_objects(api: client.ApiClient, installed: Release) -> None:
+    co = client.CustomObjectsApi(api)
+    body = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "bad-weight"},
+        "spec": {"weight": 0},
+    }
+    with pytest.raises(client.ApiException) as err:
+        co.create_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", body)
+    assert err.value.status == 422 and "spec.weight" in str(err.value.body)
+
+
+def test_volcano_job_from_submit_to_completion(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    ns = _adopted_namespace(core, "vcjob")
+    co = client.CustomObjectsApi(api)
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "train"},
+        "spec": {
+            "minAvailable": 3,
+            "schedulerName": "volcano",
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": 3,
+                    "template": {
+                        "spec": {
+                            "terminationGracePeriodSeconds": 0,
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": "busybox",
+                                    "resources": {
+                                        "requests": {"cpu": "1", "nvidia.com/gpu": "1"},
+                                        "limits": {"nvidia.com/gpu": "1"},
+                                    },
+                                }
+                            ],
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    co.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", job)
+
+    def phase() -> str:
+        got = co.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", "train")
+        return str(((got.get("status") or {}).get("state") or {}).get("phase", ""))
+
+    wait_for("the Job Completed", lambda: phase() == "Completed", timeout=120)
+    done = [p for p in core.list_namespaced_pod(ns).items if p.spec.node_name]
+    assert len(done) == 3 and all(p.spec.scheduler_name == "volcano" for p in done)
+
+
+def test_certificates_rotate_without_a_failed_create(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """Gang pods are created non-stop through two serving-certificate renewals
+    (one with a new CA); every create is admitted and mutated."""
+    ns = _adopted_namespace(core, "rotate")
+    podgroup(api, ns, "never", 1000, "default", None)  # never admitted: pods stay gated
+    hooks = [p for p in installed.pods[installed.deployment("webhook")["metadata"]["name"]]]
+    seen: dict[str, set[int]] = {p.ip: set() for p in hooks}
+    cas: set[str] = set()
+    failures: list[str] = []
+    created = 0
+    stop = threading.Event()
+
+    def watch_certs() -> None:
+        while not stop.is_set():
+            for p in hooks:
+                serial, issuer = _served_cert(p.ip, 9443)
+                seen[p.ip].add(serial)
+                cas.add(issuer)
+            time.sleep(0.5)
+
+    t = threading.Thread(target=watch_certs, daemon=True)
+    t.start()
+    deadline = time.monotonic() + CA_VALIDITY_S * 1.2
+    i = 0
+    while time.monotonic() < deadline:
+        try:
+            created_pod = core.create_namespaced_pod(ns, _member(ns, "never", i, gpus=1))
+            created += 1
+            if [g.name for g in created_pod.spec.scheduling_gates or []] != [GANG_GATE]:
+                failures.append(f"pod {i} not gated")
+        except client.ApiException as exc:
+            failures.append(f"pod {i}: {exc.status} {exc.body}")
+        i += 1
+        time.sleep(0.2)
+    stop.set()
+    t.join(5)
+    assert not failures, failures[:5]
+    assert created > 50
+    assert all(len(s) >= 3 for s in seen.values()), seen  # two renewals each, at least
+    assert len(cas) >= 2, cas  # the CA was replaced too
+
+
+def _served_cert(ip: str, port: int) -> tuple[int, str]:
+    from cryptography import x509
+
+    ctx = ssl._create_unverified_context()
+    with socket.create_connection((ip, port), timeout=2) as s, ctx.wrap_socket(s) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    cert = x509.load_der_x509_certificate(der)
+    return cert.serial_number, cert.issuer.rfc4514_string()
+
+
+def test_removing_the_adoption_label_releases_gated_pods(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    ns = _adopted_namespace(core, "unadopt")
+    podgroup(api, ns, "stuck", 10, "default", None)
+    for i in range(3):
+        core.create_namespaced_pod(ns, _member(ns, "stuck", i, gpus=8))
+    assert all(p.spec.scheduling_gates for p in core.list_namespaced_pod(ns).items)
+    core.patch_namespace(ns, {"metadata": {"labels": {ENABLED_LABEL: None}}})
+
+    def released() -> bool:
+        return not any(p.spec.scheduling_gates for p in core.list_namespaced_pod(ns).items)
+
+    wait_for("gates lifted after the label went", released, timeout=30)
+
+
+def test_no_component_was_refused_by_rbac(installed: Release) -> None:
+    """Every API call each component made so far was allowed (a 403 in any log fails)."""
+    st = installed.cluster.state
+    assert st is not None
+    refused = []
+    for pods in installed.pods.values():
+        for p in pods:
+            for role in p.roles:
+                text = (Path(st.logs) / f"{role}.log").read_text(errors="replace")
+                refused += [
+                    f"{role}: {line[:300]}"
+                    for line in text.splitlines()
+                    if re.search(r"\b403\b|[Ff]orbidden", line)
+                ]
+    assert not refused, "\n".join(refused[:20])
+
+
+def test_helm_upgrade_keeps_queues_jobs_and_running_gangs(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    ns = _adopted_namespace(core, "upgrade")
+    co = client.CustomObjectsApi(api)
+    co.create_cluster_custom_object(
+        "scheduling.volcano.sh",
+        "v1beta1",
+        "queues",
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": f"keep-{ns}"},
+            "spec": {"weight": 2},
+        },
+    )
+    podgroup(api, ns, "running", 2, "default", None)
+    for i in range(2):
+        core.create_namespaced_pod(ns, _member(ns, "running", i, gpus=1))
+    names = ["running-0", "running-1"]
+    wait_for("the gang bound", lambda: bound_of(core, ns, names) == 2, timeout=60)
+    nodes = bound(core, ns)
+    secret = core.read_namespaced_secret("pyextender-webhook-tls", NAMESPACE).data
+    values = {**VALUES, "logLevel": "debug", "queues": {"default": {"weight": 3}}}
+    installed.upgrade(values)
+    assert bound(core, ns) == nodes  # the running gang was not touched
+    co.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", f"keep-{ns}")
+    kept = core.read_namespaced_secret("pyextender-webhook-tls", NAMESPACE).data
+    assert kept and set(kept) >= {"ca.crt", "tls.crt"} and secret  # certificates kept
+    # the upgraded system keeps scheduling gangs
+    podgroup(api, ns, "after", 2, "default", None)
+    for i in range(2):
+        core.create_namespaced_pod(ns, _member(ns, "after", i, gpus=1))
+    wait_for(
+        "a gang bound after the upgrade",
+        lambda: bound_of(core, ns, ["after-0", "after-1"]) == 2,
+        timeout=120,
+    )
+
+
+def test_helm_uninstall_leaves_no_gated_pod(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    ns = _adopted_namespace(core, "uninstall")
+    podgroup(api, ns, "waiting", 10, "default", None)
+    for i in range(3):
+        core.create_namespaced_pod(ns, _member(ns, "waiting", i, gpus=8))
+    gated = [p for p in core.list_pod_for_all_namespaces().items if p.spec.scheduling_gates]
+    assert len(gated) >= 3
+    installed.uninstall()
+    left = [
+        f"{p.metadata.namespace}/{p.metadata.name}"
+        for p in core.list_pod_for_all_namespaces().items
+        if any(g.name == GANG_GATE for g in p.spec.scheduling_gates or [])
+    ]
+    assert not left, left
+    reg = client.AdmissionregistrationV1Api(api)
+    mutating = [c.metadata.name for c in reg.list_mutating_webhook_configuration().items]
+    assert "pyextender-webhook" not in mutating

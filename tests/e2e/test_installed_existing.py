@@ -1,0 +1,114 @@
+"""pyextender plugged into the cluster's EXISTING kube-scheduler (chart mode=existing).
+
+The devcluster's only kube-scheduler runs the default profile plus the extender
+entry shipped in manifests/extender/ (managedResources pyextender.io/batch with
+ignoredByScheduler, ignorable). The chart installs the webhook (which marks
+adopted gang pods), the controllers and the sidecar Deployment, each run as the
+chart defines it under its own ServiceAccount.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from devcluster.installed import InstalledCluster, Release
+from devcluster.nodes import NodeShape
+from pyextender.api.names import BATCH_RESOURCE, ENABLED_LABEL, GANG_GATE, GROUP_NAME_ANNOTATION
+from tests.e2e.kube import bound, bound_of, metrics, pod, podgroup, wait_for
+
+pytestmark = pytest.mark.e2e
+
+VALUES: dict[str, Any] = {
+    "mode": "existing",
+    "scheduler": {"replicas": 1},
+    "controllers": {"replicas": 1},
+    "webhook": {"replicas": 1},
+}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
+    root: Path = tmp_path_factory.mktemp("existing")
+    c = InstalledCluster(f"exist-{os.getpid()}", root=root, mode="existing")
+    c.up(nodes=2, shape=NodeShape(cpu="32", memory="256Gi", gpus=8))
+    release = Release(c, VALUES)
+    try:
+        release.install()
+        release.run_components()
+        c.start_cluster_scheduler(f"http://{release.pod('scheduler').ip}:8888")
+        yield release
+    finally:
+        c.down(quiet=True)
+
+
+@pytest.fixture(scope="module")
+def core(installed: Release) -> client.CoreV1Api:
+    st = installed.cluster.state
+    assert st is not None
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
+    return client.CoreV1Api(client.ApiClient(cfg))
+
+
+@pytest.fixture(scope="module")
+def api(core: client.CoreV1Api) -> client.ApiClient:
+    out: client.ApiClient = core.api_client
+    return out
+
+
+def verb_calls(release: Release) -> float:
+    """Every extender verb request the sidecar has answered (any verb, any code)."""
+    url = f"http://{release.pod('scheduler').ip}:8080"
+    return sum(v for k, v in metrics(url).items() if k.startswith("pyextender_verb_requests_total"))
+
+
+def member(namespace: str, group: str, i: int, gpus: int) -> dict[str, Any]:
+    m = pod(f"{group}-{i}", namespace, gpus=gpus, scheduler="default-scheduler")
+    m["metadata"]["annotations"] = {GROUP_NAME_ANNOTATION: group}
+    return m
+
+
+def test_default_pods_never_reach_the_extender(installed: Release, core: client.CoreV1Api) -> None:
+    before = verb_calls(installed)
+    for i in range(3):
+        core.create_namespaced_pod("default", pod(f"plain-{i}", "default", gpus=1, scheduler=""))
+    wait_for("plain pods bound", lambda: len(bound(core, "default")) == 3, timeout=60)
+    time.sleep(2)
+    assert verb_calls(installed) == before
+    core.delete_collection_namespaced_pod("default", grace_period_seconds=0)
+    wait_for("plain pods gone", lambda: not core.list_namespaced_pod("default").items)
+
+
+def test_adopted_gang_is_marked_and_scheduled_all_or_nothing(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    ns = "adopted-existing"
+    core.create_namespace({"metadata": {"name": ns, "labels": {ENABLED_LABEL: "true"}}})
+    core.create_namespaced_pod(ns, pod("blocker", ns, gpus=2, scheduler="default-scheduler"))
+    wait_for("blocker bound", lambda: "blocker" in bound(core, ns), timeout=60)
+    before = verb_calls(installed)
+    podgroup(api, ns, "g", 2, "default", None)
+    names = ["g-0", "g-1"]
+    for i in range(2):  # 2 x 8 GPUs: fits only once the blocker is gone
+        core.create_namespaced_pod(ns, member(ns, "g", i, gpus=8))
+    p = core.read_namespaced_pod("g-0", ns)
+    assert p.spec.scheduler_name == "default-scheduler"
+    assert [g.name for g in p.spec.scheduling_gates] == [GANG_GATE]
+    res = p.spec.containers[0].resources
+    assert res.requests[BATCH_RESOURCE] == "1" and res.limits[BATCH_RESOURCE] == "1"
+    seen = []
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        seen.append(bound_of(core, ns, names))
+        time.sleep(0.2)
+    assert max(seen) == 0, "a gang member bound while the gang could not fit"
+    core.delete_namespaced_pod("blocker", ns, grace_period_seconds=0)
+    wait_for("the whole gang bound", lambda: bound_of(core, ns, names) == 2, timeout=120)
+    assert verb_calls(installed) > before  # the cluster's scheduler called us for them

@@ -1,0 +1,220 @@
+"""charts/pyextender rendered by the real helm (``helm template``): RBAC without
+wildcards, the same webhooks as webhook/configuration.py, args our CLI accepts,
+the pinned kube-scheduler, and clear errors for bad values."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devcluster import build
+from pyextender.cli import build_parser
+from pyextender.framework.config import load_config
+from pyextender.plugins.defaults import DEFAULT_CONFIG
+from pyextender.plugins.registry import REGISTRY
+from webhook.configuration import (
+    mutating_configuration,
+    service_client_config,
+    validating_configuration,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "pyextender"
+RBAC_KINDS = ("Role", "ClusterRole")
+
+
+def helm_template(*args: str) -> subprocess.CompletedProcess[str]:
+    helm = build.ensure_binaries(quiet=True, only=["helm"])["helm"]
+    return subprocess.run(
+        [str(helm), "template", "pyextender", str(CHART), "-n", "pyextender-system", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def render(*args: str) -> list[dict[str, Any]]:
+    proc = helm_template(*args)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if isinstance(d, dict)]
+
+
+MODES = {
+    "default": (),
+    "existing": ("--set", "mode=existing"),
+    "cert-manager": ("--set", "webhook.tls.mode=cert-manager"),
+    "named-namespaces": ("--set", "adoption.namespaces={team-a,team-b}"),
+}
+
+
+@pytest.fixture(scope="module", params=list(MODES))
+def docs(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    return render(*MODES[request.param])
+
+
+def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def test_no_rbac_rule_has_a_wildcard(docs: list[dict[str, Any]]) -> None:
+    rules = [
+        (d["metadata"]["name"], r) for d in docs if d["kind"] in RBAC_KINDS for r in d["rules"]
+    ]
+    assert len(rules) > 10
+    for name, rule in rules:
+        for field in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
+            assert "*" not in (rule.get(field) or []), f"{name}: {field} {rule}"
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), (name, rule)
+
+
+def test_every_service_account_is_bound_and_used(docs: list[dict[str, Any]]) -> None:
+    accounts = {d["metadata"]["name"] for d in of_kind(docs, "ServiceAccount")}
+    bound = {
+        s["name"]
+        for d in docs
+        if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        for s in d["subjects"]
+    }
+    used = {
+        d["spec"]["template"]["spec"]["serviceAccountName"]
+        for d in docs
+        if d["kind"] in ("Deployment", "Job")
+    }
+    assert accounts == bound == used
+
+
+def test_secrets_are_reachable_only_by_name(docs: list[dict[str, Any]]) -> None:
+    for d in docs:
+        if d["kind"] not in RBAC_KINDS:
+            continue
+        for r in d["rules"]:
+            if "secrets" in r["resources"]:
+                assert r.get("resourceNames"), (d["metadata"]["name"], r)
+
+
+def test_pods_are_non_root_with_requests_and_pod_ip_probes(docs: list[dict[str, Any]]) -> None:
+    for d in of_kind(docs, "Deployment"):
+        spec = d["spec"]["template"]["spec"]
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert "podAntiAffinity" in spec["affinity"]
+        for c in spec["containers"]:
+            assert c["securityContext"]["allowPrivilegeEscalation"] is False
+            assert c["resources"]["requests"]["cpu"], c["name"]
+            assert "readinessProbe" in c and "livenessProbe" in c, c["name"]
+            args = " ".join(c["args"])
+            assert "$(POD_IP)" in args, (c["name"], args)
+
+
+def test_our_containers_args_are_accepted_by_our_cli(docs: list[dict[str, Any]]) -> None:
+    parser = build_parser()
+    for d in docs:
+        if d["kind"] not in ("Deployment", "Job"):
+            continue
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            if c["command"] == ["pyextender"]:
+                args = parser.parse_args(c["args"])  # SystemExit on an unknown flag
+                assert callable(args.func)
+
+
+def test_kube_scheduler_is_stock_pinned_with_its_own_lease() -> None:
+    docs = render()
+    dep = next(
+        d for d in of_kind(docs, "Deployment") if d["metadata"]["name"].endswith("scheduler")
+    )
+    containers = {c["name"]: c for c in dep["spec"]["template"]["spec"]["containers"]}
+    ks = containers["kube-scheduler"]
+    assert ks["image"] == f"registry.k8s.io/kube-scheduler:{build.KUBE_VERSION}"
+    assert dep["spec"]["replicas"] == 2
+    cm = next(d for d in of_kind(docs, "ConfigMap"))
+    conf = yaml.safe_load(cm["data"]["kube-scheduler.yaml"])
+    assert conf["leaderElection"]["leaderElect"] is True
+    assert conf["leaderElection"]["resourceName"] not in ("", "kube-scheduler")
+    assert [p["schedulerName"] for p in conf["profiles"]] == ["volcano"]
+    (ext,) = conf["extenders"]
+    assert ext["urlPrefix"].startswith("http://127.0.0.1:")
+    assert ext["bindVerb"] == "bind" and ext["nodeCacheCapable"] is True
+    # the extender port is not a container port: never exposed outside the Pod
+    ports = [p["containerPort"] for c in containers.values() for p in c.get("ports", [])]
+    assert int(ext["urlPrefix"].rsplit(":", 1)[1]) not in ports
+    upstream = {
+        d["roleRef"]["name"] for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+    }
+    assert {
+        "system:kube-scheduler",
+        "system:volume-scheduler",
+        "extension-apiserver-authentication-reader",
+    } <= upstream
+
+
+def test_existing_mode_has_no_second_scheduler() -> None:
+    docs = render("--set", "mode=existing")
+    containers = [
+        c["name"]
+        for d in of_kind(docs, "Deployment")
+        for c in d["spec"]["template"]["spec"]["containers"]
+    ]
+    assert "kube-scheduler" not in containers
+    refs = {d["roleRef"]["name"] for d in docs if d["kind"].endswith("Binding")}
+    assert "system:kube-scheduler" not in refs
+    webhook = next(
+        d for d in of_kind(docs, "Deployment") if d["metadata"]["name"].endswith("webhook")
+    )
+    args = webhook["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--mode=existing" in args and "--scheduler-name=default-scheduler" in args
+
+
+def _strip(hook: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in hook.items() if k not in ("clientConfig", "namespaceSelector")}
+
+
+def test_webhooks_match_webhook_configuration_py() -> None:
+    docs = render()
+    cc = service_client_config("pyextender-system", "pyextender-webhook")
+    for kind, expected in (
+        ("MutatingWebhookConfiguration", mutating_configuration(cc)),
+        ("ValidatingWebhookConfiguration", validating_configuration(cc)),
+    ):
+        (got,) = of_kind(docs, kind)
+        assert [_strip(h) for h in got["webhooks"]] == [_strip(h) for h in expected["webhooks"]]
+        assert [h["clientConfig"] for h in got["webhooks"]] == [
+            h["clientConfig"] for h in expected["webhooks"]
+        ]
+        assert [h.get("namespaceSelector") for h in got["webhooks"]] == [
+            h.get("namespaceSelector") for h in expected["webhooks"]
+        ]
+
+
+def test_crds_are_the_generated_ones() -> None:
+    ours = sorted(p.name for p in (REPO / "manifests" / "crds").glob("*.yaml"))
+    assert sorted(p.name for p in (CHART / "crds").glob("*.yaml")) == ours
+    for name in ours:
+        chart = (CHART / "crds" / name).read_text()
+        assert chart == (REPO / "manifests" / "crds" / name).read_text(), name
+
+
+def test_default_scheduler_config_is_the_built_in_one() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    shipped = load_config(values["schedulerConfig"], REGISTRY)
+    builtin = load_config(DEFAULT_CONFIG, REGISTRY)
+    assert shipped.actions == builtin.actions
+    assert shipped.plugin_names == builtin.plugin_names
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--kube-version", "1.29.0"), "kubeVersion: >=1.30.0-0"),
+        (("--set", "mode=second"), 'mode must be "scheduler" or "existing"'),
+        (("--set", "webhook.tls.mode=vault"), 'webhook.tls.mode must be "self" or "cert-manager"'),
+        (("--set", "logFormat=xml"), 'logFormat must be "text" or "json"'),
+        (("--set", "gpuResourceNames={amd.com/gpu}"), "Put nvidia.com/gpu first"),
+    ],
+)
+def test_bad_values_fail_with_a_clear_message(args: tuple[str, ...], message: str) -> None:
+    proc = helm_template(*args)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
