@@ -120,8 +120,15 @@ def test_gang_pod_in_adopted_namespace_is_gated_and_routed(
     created = core.create_namespaced_pod(ns, gang_pod("w-0"))
     assert created.spec.scheduler_name == "volcano"
     assert gates(created) == [GANG_GATE]
-    # gated: no scheduler may place it until the gang is admitted
-    time.sleep(2)
+    # gated: no scheduler may place it until the gang is admitted. Positive control: a
+    # plain pod created after it in the same namespace (not a gang member, so not gated)
+    # gets bound; by then a scheduler would have placed w-0 too, were it not gated.
+    control = gang_pod("w-0-control", group=None)
+    core.create_namespaced_pod(ns, control)
+    deadline = time.monotonic() + 60
+    while not core.read_namespaced_pod("w-0-control", ns).spec.node_name:
+        assert time.monotonic() < deadline, "the control pod was not bound within 60s"
+        time.sleep(0.2)
     pod = core.read_namespaced_pod("w-0", ns)
     assert not pod.spec.node_name
     reasons = {c.reason for c in pod.status.conditions or [] if c.type == "PodScheduled"}
