@@ -99,6 +99,10 @@ class GpuState:
         self.fgd_memo: dict[tuple[int, int, int, int, bool], Any] = {}
         """gpu-share's per-pod-shape Δ memo (pyextender.plugins.gpu_share)."""
         self.fixed_classes: TaskClasses | None = None
+        self.learn_on_bind = True
+        """Learn task classes from the pods placed here. False when the owner feeds
+        ``learned`` with every pod that asks for a place instead (the simulator): a
+        model of placed pods only loses the large pods a full cluster turns away."""
 
     # -- shape ---------------------------------------------------------------
     def grow(self, capacity: int) -> None:
@@ -268,7 +272,7 @@ class GpuState:
         if pod.uid in self.placed:
             return
         want, milli = self.demand_milli(row, pod)
-        if self.fixed_classes is None:
+        if self.fixed_classes is None and self.learn_on_bind:
             # learn the workload from the pods placed (bound pods replayed at start-up too)
             self.learned.observe(TaskClass(pod.requests.get(CPU, 0), min(milli, MILLI), want))
         if want <= 0:

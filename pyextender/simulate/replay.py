@@ -24,7 +24,7 @@ import numpy.typing as npt
 from pyextender.api import names
 from pyextender.api.objects import NodeInfo, PodInfo
 from pyextender.api.resources import CPU, GPU, MEMORY, PODS, PYEXTENDER_GPU_MILLI
-from pyextender.api.task_classes import LearnedClasses, TaskClasses, select_classes
+from pyextender.api.task_classes import LearnedClasses, TaskClass, TaskClasses, select_classes
 from pyextender.cache.state import ClusterState
 from pyextender.framework.interfaces import IntArray, PodContext
 from pyextender.framework.runtime import Profile
@@ -48,28 +48,34 @@ class Policy:
     build: Callable[[int], tuple[Profile, Chooser]]
     summary: str
     learns_classes: bool = False
-    """Score with task classes learned from the pods placed so far (the sidecar's
-    model), not the protocol's classes of the whole trace."""
+    """Score with task classes learned online (the sidecar's model), not the
+    protocol's classes of the whole trace."""
+    learns_at: str = "arrival"
+    """With learns_classes: learn from every pod that arrived so far ("arrival"),
+    or from the pods placed so far ("bind")."""
 
 
-REBUILD_PODS = 100
-"""The learned class model is rebuilt after this many more placed pods. The sidecar
-rebuilds at most every 10 s; the replay has no clock and must not depend on the
-machine's speed, so it counts pods."""
+REBUILD_GROWTH = 0.01
+"""The learned class model is rebuilt once the pods seen have grown by this fraction
+since the last build (and by at least one pod). The sidecar rebuilds at most every
+10 s over a long history; the replay starts from an empty cluster and must not
+depend on the machine's speed, so it counts pods: often while the sample is small
+and the model still moves, rarely once it has settled."""
 
 
 class ReplayClasses(LearnedClasses):
-    """The sidecar's online class model, rebuilt every REBUILD_PODS observations."""
+    """The sidecar's online class model, rebuilt on sample growth instead of time."""
 
-    def __init__(self, every: int = REBUILD_PODS) -> None:
+    def __init__(self, growth: float = REBUILD_GROWTH) -> None:
         super().__init__()
-        self.every = every
-        self._at = -every
+        self.growth = growth
+        self._at = 0
 
     def classes(self) -> TaskClasses:
-        if self._built is None or self.version - self._at >= self.every:
+        seen = self.version
+        if self._built is None or seen >= self._at * (1.0 + self.growth) + 1:
             self._built = select_classes(self.counts)
-            self._at = self.version
+            self._at = seen
         return self._built
 
 
@@ -147,6 +153,7 @@ def replay(
     protocol = task_classes(original, state.gpu.model_id)
     if policy.learns_classes:
         state.gpu.learned = ReplayClasses()
+        state.gpu.learn_on_bind = policy.learns_at == "bind"
     else:
         state.gpu.fixed_classes = protocol
     w_sum = protocol.weight_sum
@@ -162,8 +169,13 @@ def replay(
     frag_total = np.empty(n)
     a = u = 0
     placed = 0
+    learn_arrivals = policy.learns_classes and not state.gpu.learn_on_bind
     for i, row_pod in enumerate(arrivals):
         pod = pod_info(row_pod, i)
+        if learn_arrivals:
+            state.gpu.learned.observe(
+                TaskClass(row_pod.cpu_milli, min(row_pod.gpu_milli, 1000), row_pod.num_gpu)
+            )
         ctx = PodContext(pod=pod, state=state, request=state.vector(pod.requests))
         feasible = profile.filter(ctx, rows).feasible()
         a += row_pod.demand

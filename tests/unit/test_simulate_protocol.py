@@ -122,20 +122,23 @@ def test_tiny_replay_places_what_fits() -> None:
         assert res.placed == 5, name
 
 
-def test_replay_classes_are_learned_from_placed_pods_every_n() -> None:
+def test_replay_classes_are_rebuilt_as_the_sample_grows() -> None:
     from pyextender.api.task_classes import TaskClass
     from pyextender.simulate.replay import ReplayClasses
 
-    learned = ReplayClasses(every=3)
+    learned = ReplayClasses(growth=0.5)
     assert learned.classes().size == 0  # nothing seen yet
-    for _ in range(2):
-        learned.observe(TaskClass(1000, 500, 1))
-    assert learned.classes().size == 0  # rebuilt only after 3 more pods
     learned.observe(TaskClass(1000, 500, 1))
-    built = learned.classes()
-    assert built.size == 1 and built.weight_sum == 3
+    one = learned.classes()  # 1 >= 0 * 1.5 + 1: rebuilt
+    assert one.weight_sum == 1
+    learned.observe(TaskClass(1000, 500, 1))
+    assert learned.classes() is one  # 2 < 1 * 1.5 + 1
     learned.observe(TaskClass(2000, 1000, 1))
-    assert learned.classes() is built
+    three = learned.classes()  # 3 >= 2.5
+    assert three.weight_sum == 3 and three.size == 2
+    for _ in range(2):
+        learned.observe(TaskClass(2000, 1000, 1))
+    assert learned.classes() is three  # 5 < 3 * 1.5 + 1
 
 
 def test_ours_never_sees_the_protocol_classes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,5 +162,8 @@ def test_ours_never_sees_the_protocol_classes(monkeypatch: pytest.MonkeyPatch) -
     replay_module.replay(nodes, pods, pods, POLICIES["pyextender"], 42, time.perf_counter)
     replay_module.replay(nodes, pods, pods, POLICIES["fgd"], 42, time.perf_counter)
     ours, fgd = seen
+    # ours learns from the pods that arrived, placed or not; the protocol's classes
+    # (the whole trace's) are only for the metric
     assert ours.gpu.fixed_classes is None and ours.gpu.learned.counts.total() == 2
+    assert not ours.gpu.learn_on_bind
     assert fgd.gpu.fixed_classes is not None
