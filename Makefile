@@ -17,7 +17,7 @@ PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.1
 # the shim's Go tests compile with the flags devcluster builds with, to reuse Go's cache
 SHIM_GOENV := CGO_ENABLED=0 GOFLAGS=-mod=mod
 
-.PHONY: setup binaries lint unit e2e test run cluster-up cluster-down cluster-status bench crds help \
+.PHONY: setup binaries lint chart-lint unit e2e test run cluster-up cluster-down cluster-status bench crds help \
 	proto proto-tools shim-test
 
 help:
@@ -66,7 +66,11 @@ unit: setup
 e2e: binaries
 	$(BIN)/pytest -q tests/e2e
 
-test: lint shim-test binaries
+chart-lint: binaries
+	"$$($(BIN)/python -c 'from devcluster.build import binary_path; print(binary_path("helm"))')" \
+		lint --strict charts/pyextender
+
+test: lint shim-test binaries chart-lint
 	$(BIN)/pytest -q tests
 
 run: binaries

@@ -165,6 +165,12 @@ def test_existing_mode_has_no_second_scheduler() -> None:
     )
     args = webhook["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--mode=existing" in args and "--scheduler-name=default-scheduler" in args
+    sched = next(
+        d for d in of_kind(docs, "Deployment") if d["metadata"]["name"].endswith("scheduler")
+    )
+    (sidecar,) = sched["spec"]["template"]["spec"]["containers"]
+    # the cluster's pods (default-scheduler) must never become the sidecar's jobs or victims
+    assert "--scheduler-name=volcano" in sidecar["args"]
 
 
 def _strip(hook: dict[str, Any]) -> dict[str, Any]:
