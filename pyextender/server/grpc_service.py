@@ -23,11 +23,13 @@ from typing import Any
 
 import grpc
 import numpy as np
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import DecodeError
 
 from pyextender.api.names import GPU_INDEX_ANNOTATION
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict
+from pyextender.framework.interfaces import MAX_NODE_SCORE
 from pyextender.framework.status import Code
+from pyextender.server.grpc_batch import Batch, BatchParser
 from pyextender.server.grpc_permit import quorum
 from pyextender.server.proto_gen.pyextender.v1 import scheduler_pb2 as pb
 from pyextender.server.threads import API_THREADS
@@ -39,15 +41,18 @@ SERVICE = "pyextender.v1.Scheduler"
 RECENT_PODS = 4096
 """Pods read from the API server (not yet in the cache), kept for the rest of their cycle."""
 
-# our framework codes -> the wire's (the kube-scheduler framework's numbers)
-_WIRE_CODE = {
-    int(Code.SUCCESS): pb.SUCCESS,
-    int(Code.UNSCHEDULABLE): pb.UNSCHEDULABLE,
-    int(Code.UNRESOLVABLE): pb.UNSCHEDULABLE_AND_UNRESOLVABLE,
-    int(Code.WAIT): pb.WAIT,
-    int(Code.ERROR): pb.ERROR,
-}
+# our framework codes (index) -> the wire's (the kube-scheduler framework's numbers)
+_WIRE_CODE = np.zeros(max(Code) + 1, dtype=np.uint8)
+_WIRE_CODE[[Code.SUCCESS, Code.UNSCHEDULABLE, Code.UNRESOLVABLE, Code.WAIT, Code.ERROR]] = [
+    pb.SUCCESS,
+    pb.UNSCHEDULABLE,
+    pb.UNSCHEDULABLE_AND_UNRESOLVABLE,
+    pb.WAIT,
+    pb.ERROR,
+]
 _SUCCESS = int(Code.SUCCESS)
+MAX_REASONS = 2**16
+"""Distinct reasons one Filter reply can carry (reason_index is a uint16 column)."""
 _OK = pb.Status()
 
 
@@ -66,9 +71,12 @@ def _require(value: str, field: str) -> str:
 
 
 def _check_ref(req: Any) -> Any:
-    if not req.HasField("pod"):
+    return _require_ref(req.pod if req.HasField("pod") else None)
+
+
+def _require_ref(ref: Any | None) -> Any:
+    if ref is None:
         raise BadMessage("pod: required")
-    ref = req.pod
     _require(ref.uid, "pod.uid")
     _require(ref.namespace, "pod.namespace")
     _require(ref.name, "pod.name")
@@ -137,61 +145,79 @@ class SchedulerService:
             )
         return pb.PreFilterResponse(status=_OK)
 
-    async def filter(self, req: Any, context: Any) -> Any:
-        ref = _check_ref(req)
-        names = list(req.node_names)
+    async def filter(self, req: Batch, context: Any) -> Any:
+        ref = _require_ref(req.pod)
+        names = req.names
         pod = await self._pod(ref, context)
         if pod is None:
             return pb.FilterResponse(status=self._unknown(ref))
         if not self._ours(pod):
-            return pb.FilterResponse(status=_OK)
+            return pb.FilterResponse(
+                status=_OK,
+                codes=bytes(len(names)),
+                reasons=[""],
+                reason_index=bytes(2 * len(names)),
+            )
         ext = self.ext
-        rows, known, unknown = ext.cache.state.rows_of(names)
+        state = ext.cache.state
+        rows, _, unknown = state.rows_of(names)
         outcome = ext.profile.filter(ext._context(pod), rows)
-        codes, table, ridx = outcome.codes, outcome.table, outcome.reason_idx
-        rejected = [
-            pb.NodeStatus(node_name=n, code=pb.UNSCHEDULABLE, reason=NOT_IN_CACHE) for n in unknown
-        ]
-        bad = np.flatnonzero(codes != _SUCCESS).tolist()
-        wire = [_WIRE_CODE[c] for c in codes[bad].tolist()]
-        reasons = [table[r] for r in ridx[bad].tolist()]
-        rejected += [
-            pb.NodeStatus(node_name=known[i], code=c, reason=r)
-            for i, c, r in zip(bad, wire, reasons, strict=True)
-        ]
+        table = list(outcome.table)
+        codes = _WIRE_CODE[outcome.codes]
+        ridx = outcome.reason_idx.astype("<u2")
+        if unknown:
+            # nodes we have not seen yet: UNSCHEDULABLE, in their request positions
+            seen = np.fromiter((n in state.index for n in names), dtype=bool, count=len(names))
+            all_codes = np.full(len(names), pb.UNSCHEDULABLE, dtype=np.uint8)
+            all_ridx = np.full(len(names), len(table), dtype="<u2")
+            table.append(NOT_IN_CACHE)
+            all_codes[seen], all_ridx[seen] = codes, ridx
+            codes, ridx = all_codes, all_ridx
+        if len(table) > MAX_REASONS:
+            raise RuntimeError(f"{len(table)} distinct reasons; a reply carries {MAX_REASONS}")
+        failed = int(np.count_nonzero(codes))
         ext._decide(
             pod.key,
             "filter",
             via="grpc",
-            feasible=len(known) - len(bad),
-            failed=len(rejected),
-            reasons=sorted(set(reasons)),
+            feasible=len(names) - failed,
+            failed=failed,
+            reasons=sorted({table[r] for r in np.unique(ridx).tolist() if r}),
         )
-        return pb.FilterResponse(status=_OK, rejected=rejected)
+        return pb.FilterResponse(
+            status=_OK, codes=codes.tobytes(), reasons=table, reason_index=ridx.tobytes()
+        )
 
-    async def score(self, req: Any, context: Any) -> Any:
-        ref = _check_ref(req)
-        names = list(req.node_names)
+    async def score(self, req: Batch, context: Any) -> Any:
+        ref = _require_ref(req.pod)
+        names = req.names
         pod = await self._pod(ref, context)
         if pod is None:
             return pb.ScoreResponse(status=self._unknown(ref))
         if not self._ours(pod):
-            return pb.ScoreResponse(status=_OK, scores=[0] * len(names))
+            return pb.ScoreResponse(status=_OK, scores=bytes(len(names)))
         ext = self.ext
-        rows, known, unknown = ext.cache.state.rows_of(names)
+        state = ext.cache.state
+        rows, known, unknown = state.rows_of(names)
         # weighted mean of the plugins, already 0..100 (the framework's MaxNodeScore)
-        scores: list[int] = (
-            np.rint(ext.profile.score(ext._context(pod), rows)).astype(np.int64).tolist()
-        )
-        if unknown:
-            by_name = dict(zip(known, scores, strict=True))
-            scores = [by_name.get(n, 0) for n in names]
+        raw = ext.profile.score(ext._context(pod), rows)
+        scores = np.clip(np.rint(raw), 0, MAX_NODE_SCORE).astype(np.uint8)
         if known:
             best = int(np.argmax(scores))
             ext._decide(
-                pod.key, "score", via="grpc", best=names[best], score=scores[best], nodes=len(names)
+                pod.key,
+                "score",
+                via="grpc",
+                best=known[best],
+                score=int(scores[best]),
+                nodes=len(names),
             )
-        return pb.ScoreResponse(status=_OK, scores=scores)
+        if unknown:
+            seen = np.fromiter((n in state.index for n in names), dtype=bool, count=len(names))
+            all_scores = np.zeros(len(names), dtype=np.uint8)
+            all_scores[seen] = scores
+            scores = all_scores
+        return pb.ScoreResponse(status=_OK, scores=scores.tobytes())
 
     async def reserve(self, req: Any, context: Any) -> Any:
         ref = _check_ref(req)
@@ -272,10 +298,11 @@ class SchedulerService:
     # -- wiring -----------------------------------------------------------------
     def handler(self) -> grpc.GenericRpcHandler:
         """Every method, taking and returning raw bytes (parsed and checked here)."""
-        methods: dict[str, tuple[Callable[[Any, Any], Awaitable[Any]], type[Message], Any]] = {
+        filters, scores = BatchParser(pb.FilterRequest), BatchParser(pb.ScoreRequest)
+        methods: dict[str, tuple[Callable[[Any, Any], Awaitable[Any]], Any, Any]] = {
             "PreFilter": (self.pre_filter, pb.PreFilterRequest, pb.PreFilterResponse),
-            "Filter": (self.filter, pb.FilterRequest, pb.FilterResponse),
-            "Score": (self.score, pb.ScoreRequest, pb.ScoreResponse),
+            "Filter": (self.filter, filters, pb.FilterResponse),
+            "Score": (self.score, scores, pb.ScoreResponse),
             "Reserve": (self.reserve, pb.ReserveRequest, pb.ReserveResponse),
             "Unreserve": (self.unreserve, pb.UnreserveRequest, pb.UnreserveResponse),
             "Permit": (self.permit, pb.PermitRequest, pb.PermitResponse),
@@ -293,12 +320,16 @@ class SchedulerService:
         self,
         name: str,
         fn: Callable[[Any, Any], Awaitable[Any]],
-        request_type: type[Message],
+        request: Any,
         response_type: Any,
     ) -> Callable[[bytes, Any], Awaitable[bytes]]:
+        """``request`` is the message class, or a BatchParser for Filter and Score."""
         metrics = self.ext.metrics
         label = f"grpc_{name.lower()}"
-        full = request_type.DESCRIPTOR.full_name
+        if isinstance(request, BatchParser):
+            parse, full = request.parse, request.message.DESCRIPTOR.full_name
+        else:
+            parse, full = request.FromString, request.DESCRIPTOR.full_name
 
         async def handle(raw: bytes, context: Any) -> bytes:
             start = time.perf_counter()
@@ -309,7 +340,7 @@ class SchedulerService:
                     code = grpc.StatusCode.DEADLINE_EXCEEDED
                 else:
                     try:
-                        req = request_type.FromString(raw)
+                        req = parse(raw)
                         reply = await fn(req, context)
                     except DecodeError as exc:
                         code, text = grpc.StatusCode.INVALID_ARGUMENT, f"not a valid {full}: {exc}"

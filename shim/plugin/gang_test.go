@@ -163,3 +163,34 @@ func TestOursIsAGangPodOfOurScheduler(t *testing.T) {
 		t.Fatalf("ours: gang=%v plain=%v other=%v, want true false false", p.ours(gang), p.ours(plain), p.ours(other))
 	}
 }
+
+func TestReadVerdictsFromColumns(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	reply := &pb.FilterResponse{
+		Codes:       []byte{0, byte(pb.Code_UNSCHEDULABLE_AND_UNRESOLVABLE), byte(pb.Code_UNSCHEDULABLE)},
+		Reasons:     []string{"", "Insufficient nvidia.com/gpu", "node is not in the pyextender cache yet"},
+		ReasonIndex: []byte{0, 0, 1, 0, 2, 0},
+	}
+	got, err := readVerdicts(names, reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["a"]; ok || len(got) != 2 {
+		t.Fatalf("verdicts = %v, want b and c only", got)
+	}
+	if got["b"].Code() != fwk.UnschedulableAndUnresolvable || got["b"].Message() != "Insufficient nvidia.com/gpu" {
+		t.Errorf("b: %s %q", got["b"].Code(), got["b"].Message())
+	}
+	if got["c"].Code() != fwk.Unschedulable {
+		t.Errorf("c: %s", got["c"].Code())
+	}
+	bad := []*pb.FilterResponse{
+		{Codes: []byte{0, 0}, ReasonIndex: make([]byte, 6)},                                    // short codes
+		{Codes: []byte{0, 0, 2}, Reasons: []string{""}, ReasonIndex: []byte{0, 0, 0, 0, 9, 0}}, // index out of range
+	}
+	for i, r := range bad {
+		if _, err := readVerdicts(names, r); err == nil {
+			t.Errorf("bad reply %d accepted", i)
+		}
+	}
+}

@@ -19,6 +19,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -190,12 +191,35 @@ func (p *Pyextender) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	if s := toStatus(reply.GetStatus()); s != nil {
 		return nil, s
 	}
-	verdicts := make(filterVerdicts, len(reply.Rejected))
-	for _, r := range reply.Rejected {
-		verdicts[r.NodeName] = fwk.NewStatus(fwk.Code(r.Code), r.Reason)
+	verdicts, err := readVerdicts(names, reply)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Error, err.Error())
 	}
 	state.Write(filterKey, verdicts)
 	return nil, nil
+}
+
+// readVerdicts turns the reply's columns (one code byte and one little-endian
+// uint16 reason index per node) into the statuses of the nodes that do not fit.
+func readVerdicts(names []string, reply *pb.FilterResponse) (filterVerdicts, error) {
+	codes, index, reasons := reply.GetCodes(), reply.GetReasonIndex(), reply.GetReasons()
+	if len(codes) != len(names) || len(index) != 2*len(names) {
+		return nil, fmt.Errorf("pyextender sidecar returned %d codes and %d reason bytes for %d nodes",
+			len(codes), len(index), len(names))
+	}
+	verdicts := filterVerdicts{}
+	for i, code := range codes {
+		if code == byte(pb.Code_SUCCESS) {
+			continue
+		}
+		r := int(binary.LittleEndian.Uint16(index[2*i:]))
+		if r >= len(reasons) {
+			return nil, fmt.Errorf("pyextender sidecar: reason index %d of node %s out of range (%d reasons)",
+				r, names[i], len(reasons))
+		}
+		verdicts[names[i]] = fwk.NewStatus(fwk.Code(code), reasons[r])
+	}
+	return verdicts, nil
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin (none: the sidecar keeps its own state).
@@ -234,7 +258,7 @@ func (p *Pyextender) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	scores := make(nodeScores, len(names))
 	for i, name := range names {
-		scores[name] = reply.Scores[i]
+		scores[name] = int64(reply.Scores[i]) // one byte per node, 0..100
 	}
 	state.Write(scoreKey, scores)
 	return nil

@@ -23,6 +23,7 @@ from pyextender.api.extender import ExtenderArgs
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.runtime import build_profile
 from pyextender.plugins.defaults import load, plugins_of
+from pyextender.server.grpc_batch import BatchParser
 from pyextender.server.grpc_server import GrpcOptions, GrpcServer
 from pyextender.server.grpc_service import SERVICE, SchedulerService
 from pyextender.server.http import ExtenderApp
@@ -59,6 +60,17 @@ def _group(name: str, min_member: int) -> dict[str, Any]:
 
 def _ref(name: str) -> pb.PodRef:
     return pb.PodRef(uid=f"uid-{name}", namespace="ns", name=name, resource_version="1")
+
+
+def _rejected(reply: Any, names: list[str]) -> dict[str, tuple[int, str]]:
+    """{node: (code, reason)} for the nodes that do not fit, read from the columns."""
+    assert len(reply.codes) == len(names) and len(reply.reason_index) == 2 * len(names)
+    out = {}
+    for i, name in enumerate(names):
+        if reply.codes[i]:
+            idx = int.from_bytes(reply.reason_index[2 * i : 2 * i + 2], "little")
+            out[name] = (reply.codes[i], reply.reasons[idx])
+    return out
 
 
 class Sidecar:
@@ -112,7 +124,7 @@ def test_filter_matches_the_http_verb(sc: Sidecar) -> None:
     names = ["n8", "n4", "ghost"]
     reply = sc.stub.Filter(pb.FilterRequest(pod=_ref("p"), node_names=names), timeout=5)
     assert reply.status.code == pb.SUCCESS
-    got = {r.node_name: (r.code, r.reason) for r in reply.rejected}
+    got = _rejected(reply, names)
     http = sc.ext.filter(ExtenderArgs(Pod=_pod("p", 8), NodeNames=names))
     assert got == {
         **{n: (pb.UNSCHEDULABLE, r) for n, r in (http.FailedNodes or {}).items()},
@@ -128,7 +140,7 @@ def test_score_is_per_node_in_request_order(sc: Sidecar) -> None:
     sc.add(_pod("p", 2))
     reply = sc.stub.Score(pb.ScoreRequest(pod=_ref("p"), node_names=["n4", "ghost", "n8"]))
     assert reply.status.code == pb.SUCCESS
-    assert len(reply.scores) == 3 and reply.scores[1] == 0
+    assert len(reply.scores) == 3 and reply.scores[1] == 0  # one byte per node
     assert all(0 <= s <= 100 for s in reply.scores)
     args = ExtenderArgs(Pod=_pod("p", 2), NodeNames=["n4", "n8"])
     http = {h.Host: h.Score for h in sc.ext.prioritize(args)}
@@ -162,9 +174,10 @@ def test_reserve_counts_the_pod_and_guards_against_overcommit(sc: Sidecar) -> No
     assert full.status.code == pb.UNSCHEDULABLE
     assert "no longer fits node n8" in full.status.reason
     filt = sc.stub.Filter(pb.FilterRequest(pod=_ref("b"), node_names=["n8"]))
-    assert [r.node_name for r in filt.rejected] == ["n8"]  # the reservation counts
+    assert list(_rejected(filt, ["n8"])) == ["n8"]  # the reservation counts
     sc.stub.Unreserve(pb.UnreserveRequest(pod=_ref("a"), node_name="n8"))
-    assert sc.stub.Filter(pb.FilterRequest(pod=_ref("b"), node_names=["n8"])).rejected == []
+    filt = sc.stub.Filter(pb.FilterRequest(pod=_ref("b"), node_names=["n8"]))
+    assert _rejected(filt, ["n8"]) == {}
 
 
 def test_permit_waits_for_min_member_then_allows(sc: Sidecar) -> None:
@@ -240,7 +253,8 @@ def test_bad_messages_are_invalid_argument_naming_the_field(
     assert expected in err.value.details(), err.value.details()  # type: ignore[attr-defined]
     # the server keeps serving
     sc.add(_pod("p", 1))
-    assert sc.stub.Filter(pb.FilterRequest(pod=_ref("p"), node_names=["n8"])).rejected == []
+    filt = sc.stub.Filter(pb.FilterRequest(pod=_ref("p"), node_names=["n8"]))
+    assert filt.status.code == pb.SUCCESS and filt.codes == b"\x00"
 
 
 def test_an_expired_deadline_is_deadline_exceeded(sc: Sidecar) -> None:
@@ -277,3 +291,40 @@ def test_decisions_of_both_front_ends_share_one_log(sc: Sidecar) -> None:
     app = ExtenderApp(sc.ext, lambda: (True, "ok"))
     assert app.extender.decisions[-1]["via"] == "grpc"
     assert json.dumps(list(app.extender.decisions))  # JSON-able for /debug/decisions
+
+
+def test_batch_parser_reuses_an_unchanged_candidate_list() -> None:
+    parser = BatchParser(pb.ScoreRequest)
+    names = [f"node-{i}" for i in range(100)]
+    first = parser.parse(pb.ScoreRequest(pod=_ref("a"), node_names=names).SerializeToString())
+    again = parser.parse(pb.ScoreRequest(pod=_ref("b"), node_names=names).SerializeToString())
+    assert first.names == names and again.names is first.names  # parsed once
+    assert again.pod.name == "b"  # the pod is always this request's
+    other = parser.parse(pb.ScoreRequest(pod=_ref("b"), node_names=names[:-1]).SerializeToString())
+    assert other.names == names[:-1] and other.names is not first.names
+    empty = parser.parse(pb.ScoreRequest(node_names=names).SerializeToString())
+    assert empty.pod is None and empty.names == names
+
+
+def test_batch_parser_does_not_cache_a_request_with_a_second_pod_field() -> None:
+    """protobuf merges a repeated pod field; the cached fast path must not skip it."""
+    parser = BatchParser(pb.ScoreRequest)
+    tail = pb.ScoreRequest(pod=pb.PodRef(name="late"), node_names=["n"]).SerializeToString()
+    raw = pb.ScoreRequest(pod=_ref("a")).SerializeToString() + tail
+    for _ in range(2):
+        batch = parser.parse(raw)
+        assert batch.pod.name == "late" and batch.pod.uid == "uid-a"
+
+
+def test_the_same_candidates_for_another_pod_are_judged_for_that_pod(sc: Sidecar) -> None:
+    sc.add(_pod("small", 1), _pod("big", 8))
+    names = ["n8", "n4"]
+    small = sc.stub.Filter(pb.FilterRequest(pod=_ref("small"), node_names=names))
+    big = sc.stub.Filter(pb.FilterRequest(pod=_ref("big"), node_names=names))
+    assert _rejected(small, names) == {}
+    assert list(_rejected(big, names)) == ["n4"]
+    bad = pb.FilterRequest(pod=_ref("big"), node_names=names).SerializeToString()
+    corrupt = bad[:2] + b"\xff" + bad[3:]  # same candidates, a pod that does not parse
+    with pytest.raises(grpc.RpcError) as err:
+        sc.channel.unary_unary(f"/{SERVICE}/Filter")(corrupt, timeout=5)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
