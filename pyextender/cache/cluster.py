@@ -15,6 +15,7 @@ from pyextender.api.names import SCHEDULER_NAME
 from pyextender.api.objects import ObjectError, PodInfo, node_from_dict, pod_from_dict
 from pyextender.api.volcano.hypernode import HyperNode, resolve_nodes
 from pyextender.cache.batch import GroupView, QueueView, group_from_dict, queue_from_dict
+from pyextender.cache.reading_copy import reading_copy
 from pyextender.cache.state import ClusterState
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,14 @@ class ClusterCache:
         DELETED_MEMORY): tells "gone" from "not shown by the watch yet"."""
         self.pod_gone: list[Callable[[str], None]] = []
         """Called with a pod's uid when it is deleted, terminates or starts deleting."""
+
+    def snapshot(self) -> ClusterCache:
+        """A copy for a worker thread (the scheduling cycle): it reads this while the
+        event loop goes on applying watch events to the original."""
+        snap = reading_copy(self)
+        snap.state = self.state.snapshot()
+        snap.pod_gone = []  # nobody listens to a copy
+        return snap
 
     @property
     def synced(self) -> bool:

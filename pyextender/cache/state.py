@@ -15,6 +15,7 @@ import numpy.typing as npt
 from pyextender.api.objects import NodeInfo, PodInfo
 from pyextender.api.resources import CORE_RESOURCES, PODS, is_tracked
 from pyextender.cache.gpu import GpuState
+from pyextender.cache.reading_copy import reading_copy
 from pyextender.cache.reservations import Reservations
 
 IntArray = npt.NDArray[np.int64]
@@ -212,6 +213,14 @@ class ClusterState:
             result = (rows, known, unknown)
         self._rows_cache = (self.node_generation, names, result)
         return result
+
+    def snapshot(self) -> ClusterState:
+        """A copy another thread may read while this state keeps changing (see
+        reading_copy); reservations are shared (they are replaced, never edited)."""
+        snap = reading_copy(self)
+        snap.gpu = reading_copy(self.gpu, deep=("learned",))
+        snap.reservations = self.reservations
+        return snap
 
     def live_rows(self) -> IntArray:
         return np.flatnonzero(self.live[: self.size]).astype(np.int64)

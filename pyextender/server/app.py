@@ -203,7 +203,7 @@ async def serve(opts: ServeOptions) -> int:
         on_gang_failure=lambda gang, failed: metrics.gang_bind_failures.inc(failed),
     )
     cache.pod_gone.append(barrier.forget)  # a deleted member never counts toward a gang
-    extender = Extender(cache, profile, ApiBinder(api), metrics, barrier, loop_.session)
+    extender = Extender(cache, profile, ApiBinder(api), metrics, barrier, loop_.session_async)
     # The actions run only while this replica holds the Lease; verbs always.
     if not opts.leader_elect:
         metrics.leader.set(1)

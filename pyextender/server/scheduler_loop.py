@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from pyextender.actions.cycle import run_cycle
 from pyextender.actions.decisions import Decisions
@@ -22,6 +23,10 @@ from pyextender.server.actuator import Actuator, Allowed, Applied
 from pyextender.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+DECIDE_THREAD = ThreadPoolExecutor(1, thread_name_prefix="decide")
+"""Where cycles and the preempt verb's sessions are built and run, one at a time
+(they share the plugin instances)."""
 
 MIN_INTERVAL_S = 0.1
 """Shortest time between two cycles (seconds): events are batched this long."""
@@ -71,29 +76,63 @@ class SchedulerLoop:
             self._built_for = cfg
         return self._tiers, self._options
 
-    def session(self, now: float | None = None) -> Session:
-        """A session over the current cache (also used by the preempt verb)."""
-        now = time.time() if now is None else now
-        tiers, options = self._plugins()
+    def _overrides(self, now: float) -> tuple[dict[str, str], set[str]]:
+        """Our own writes the watch may not show yet: PodGroups we admitted (phase)
+        and pods we evicted. Read on the event loop, which owns these dicts."""
         phases = {
             key: "Inqueue"
             for key, g in self.cache.groups.items()
             if now - self.admitted.get(g.uid, -REMEMBER_S) < REMEMBER_S
         }
         evicting = {u for u, t in self.evicted.items() if now - t < REMEMBER_S}
-        return build_session(self.cache, tiers, now, options, phases, evicting)
+        return phases, evicting
 
-    def decide(self, now: float) -> tuple[Session, Decisions]:
-        ssn = self.session(now)
+    def _build(
+        self, cache: ClusterCache, now: float, phases: dict[str, str], evicting: set[str]
+    ) -> Session:
+        tiers, options = self._plugins()
+        return build_session(cache, tiers, now, options, phases, evicting)
+
+    def session(self, now: float | None = None) -> Session:
+        """A session over the live cache, built on the calling thread (tests, tools)."""
+        now = time.time() if now is None else now
+        return self._build(self.cache, now, *self._overrides(now))
+
+    async def session_async(self) -> Session:
+        """A session for the preempt verb: a snapshot taken on the loop, the session
+        built on the decide thread (after any cycle in progress, whose plugins it shares)."""
+        now = time.time()
+        snap = self.cache.snapshot()
+        overrides = self._overrides(now)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(DECIDE_THREAD, self._build, snap, now, *overrides)
+
+    def decide(
+        self,
+        now: float,
+        cache: ClusterCache | None = None,
+        overrides: tuple[dict[str, str], set[str]] | None = None,
+    ) -> tuple[Session, Decisions]:
+        """Build a session and run the actions. Pure over ``cache`` (default: the
+        live one), so it may run on the decide thread over a snapshot."""
+        cache = self.cache if cache is None else cache
+        phases, evicting = overrides if overrides is not None else self._overrides(now)
+        ssn = self._build(cache, now, phases, evicting)
         sla = "sla" in self._options
         start = time.perf_counter()
         decisions = run_cycle(ssn, self.config().actions, sla)
         self.metrics.action_seconds.labels("cycle").observe(time.perf_counter() - start)
+        return ssn, decisions
+
+    def _adopt(self, ssn: Session, decisions: Decisions, snap: ClusterCache) -> None:
+        """Back on the loop: what the cycle leaves in the live state for the verbs."""
         estimates = {
             k: j.running_estimate for k, j in ssn.jobs.items() if j.running_estimate is not None
         }
-        self.cache.state.reservations.replace(decisions.reservations, estimates)
-        return ssn, decisions
+        live = self.cache.state
+        live.reservations.replace(decisions.reservations, estimates)
+        # gang plans made at admission (supernode), for PodGroups that still exist
+        live.gang_plans = {k: v for k, v in snap.state.gang_plans.items() if k in self.cache.groups}
 
     async def run(self) -> None:
         """Cycles until cancelled (the Lease is lost, or shutdown); then stops the
@@ -128,7 +167,15 @@ class SchedulerLoop:
     async def cycle(self, now: float) -> Decisions:
         allowed = self.fence() if self.fence is not None else None
         t0 = time.perf_counter()
-        ssn, decisions = self.decide(now)
+        # The decision runs on its own thread over a snapshot, so filter and
+        # prioritize (served on this loop) never wait for a whole cycle.
+        snap = self.cache.snapshot()
+        overrides = self._overrides(now)
+        loop = asyncio.get_running_loop()
+        ssn, decisions = await loop.run_in_executor(
+            DECIDE_THREAD, self.decide, now, snap, overrides
+        )
+        self._adopt(ssn, decisions, snap)
         t1 = time.perf_counter()
         self.cycles += 1
         # our own writes in flight: never repeated by the cycles that overlap them

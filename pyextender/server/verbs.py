@@ -13,7 +13,7 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -98,7 +98,7 @@ class Extender:
         binder: Binder,
         metrics: Metrics,
         barrier: GangBarrier | None = None,
-        session: Callable[[], Session] | None = None,
+        session: Callable[[], Awaitable[Session]] | None = None,
     ) -> None:
         self.cache = cache
         self.profile = profile
@@ -106,7 +106,8 @@ class Extender:
         self.metrics = metrics
         self.barrier = barrier
         self.session = session
-        """Builds a session for preempt proposals; None passes them through."""
+        """Builds a session (off the event loop) for preempt proposals; None passes
+        them through."""
         self.decisions: deque[dict[str, Any]] = deque(maxlen=DECISION_LOG_SIZE)
 
     def _decide(self, pod: str, verb: str, **what: Any) -> None:
@@ -190,7 +191,7 @@ class Extender:
         out.extend(HostPriority(Host=n, Score=0) for n in unknown)
         return out
 
-    def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
+    async def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
         """kube-scheduler's victim proposals, minus the nodes our rules forbid.
 
         A node stays only if every proposed victim there may go under the same
@@ -213,7 +214,7 @@ class Extender:
                 proposals[node] = MetaVictims(Pods=metas, NumPDBViolations=victims.NumPDBViolations)
         if self.session is None or not self._ours(pod):
             return ExtenderPreemptionResult(NodeNameToMetaVictims=proposals)
-        ssn = self.session()
+        ssn = await self.session()
         job = ssn.job_of.get(pod.uid)
         if job is None:
             return ExtenderPreemptionResult(NodeNameToMetaVictims=proposals)
@@ -309,7 +310,13 @@ class Extender:
             return "conflict", f"binding {key} to {node}: {exc}"
         except Exception as exc:
             log.warning("bind %s -> %s failed: %s", key, node, exc)
-            return "error", f"binding {key} to {node}: {exc}"
+            status = getattr(exc, "status", None)
+            if status == 404:
+                return "gone", f"binding {key} to {node}: the pod no longer exists"
+            if isinstance(status, int) and 400 <= status < 500 and status != 429:
+                # the API server refused it as it is: trying again cannot help
+                return "rejected", f"binding {key} to {node}: {exc}"
+            return "error", f"binding {key} to {node}: {exc}"  # transient: retried
         return "bound", ""
 
     def _settle(self, key: str, node: str, uid: str, outcome: tuple[str, str]) -> None:

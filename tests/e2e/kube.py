@@ -87,6 +87,13 @@ def metrics(url: str) -> dict[str, float]:
     return out
 
 
+def decisions(url: str) -> list[dict[str, Any]]:
+    """The sidecar's recent per-pod decisions (filter, prioritize, bind ...)."""
+    with urllib.request.urlopen(f"{url}/debug/decisions", timeout=5) as r:
+        rows: list[dict[str, Any]] = json.loads(r.read())
+    return rows
+
+
 def verb_count(url: str, verb: str) -> float:
     return metrics(url).get(f'pyextender_verb_requests_total{{code="200",verb="{verb}"}}', 0.0)
 
