@@ -115,8 +115,9 @@ class WebhookApp:
             verdict, result = deny(f"webhook internal error: {exc}", 500, "InternalError"), "error"
         if not verdict.allowed:
             log.info("denied %s %s: %s", req.operation, req.label, verdict.message)
-        self.metrics.admissions.labels(req.kind, req.operation, result).inc()
-        self.metrics.seconds.labels(req.kind, req.operation).observe(time.perf_counter() - start)
+        kind, op = _label(req.kind, KINDS), _label(req.operation, OPERATIONS)
+        self.metrics.admissions.labels(kind, op, result).inc()
+        self.metrics.seconds.labels(kind, op).observe(time.perf_counter() - start)
         return encode_response(req.uid, verdict)
 
     def _mutate(self, req: AdmissionRequest, shadow: bool) -> tuple[Verdict, str]:
@@ -139,3 +140,16 @@ class WebhookApp:
             return allow(), "shadow"
         log.info("pod %s (PodGroup %s): %s", req.label, plan.group, ", ".join(plan.changes))
         return Verdict(allowed=True, patch=pod_patch(req.object, plan, self.adoption)), "patched"
+
+
+KINDS = frozenset(
+    {"Pod", "Job", "CronJob", "PodGroup", "Queue", "HyperNode", "Command", "Namespace"}
+)
+"""Kinds the webhook is configured for; anything else in a request is labelled "other"."""
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+
+def _label(value: str, known: frozenset[str]) -> str:
+    """A metric label from a request field: only known values, so a client cannot
+    create unbounded series by sending made-up kinds or operations."""
+    return value if value in known else "other"

@@ -226,3 +226,24 @@ def test_internal_error_becomes_a_denial(app: WebhookApp, monkeypatch: pytest.Mo
     resp = response(call(app, "/mutate/pods", body(review(gang_pod())))[1])
     assert resp["allowed"] is False and resp["status"]["code"] == 500
     assert "internal error: bug" in resp["status"]["message"]
+
+
+def test_metric_labels_from_requests_are_bounded(app: WebhookApp) -> None:
+    for i in range(50):
+        doc = review({"metadata": {"name": "x"}}, kind=f"Made-Up-{i}")
+        call(app, "/mutate/pods", body(doc))
+    assert (
+        metric(
+            app,
+            "pyextender_webhook_admissions_total",
+            {"kind": "other", "operation": "CREATE", "result": "skipped"},
+        )
+        == 50.0
+    )
+    kinds = {
+        s.labels.get("kind")
+        for m in app.metrics.registry.collect()
+        for s in m.samples
+        if "kind" in s.labels
+    }
+    assert kinds <= {"other", "Pod"}, f"request values became label values: {kinds}"
