@@ -64,6 +64,9 @@ class ClusterState:
     """One of MODES."""
     grpc_socket: str = ""
     """Framework mode: the sidecar's gRPC socket, which the shim's plugin dials."""
+    commands: dict[str, list[str]] = field(default_factory=dict)
+    """Role -> the command it was started with (roles started with their own
+    environment are not recorded), for ``Cluster.restart_role``."""
 
     def save(self) -> None:
         Path(self.dir, "state.json").write_text(json.dumps(asdict(self), indent=2))
@@ -119,7 +122,26 @@ class Cluster:
         )
         log.close()
         st.pids[role] = proc.pid
+        if env is None:
+            st.commands[role] = list(cmd)
         st.save()
+
+    def restart_role(self, role: str, sig: int = signal.SIGKILL, timeout: float = 120.0) -> int:
+        """Stop ``role`` with ``sig`` (default: kill -9, no clean shutdown) and start it
+        again with the command it was started with; returns the new pid. For
+        kube-apiserver, returns once it answers /readyz again."""
+        st = self.state
+        if st is None:
+            raise RuntimeError(f"cluster {self.name!r} is not up")
+        cmd = st.commands.get(role)
+        if cmd is None:
+            raise RuntimeError(f"{role}: no recorded command to restart it with")
+        if role in st.pids:
+            _terminate(st.pids[role], sig)
+        Cluster._spawn(self, st, role, cmd)  # the recorded command as is, no subclass edits
+        if role == "kube-apiserver":
+            self._wait_apiserver(st, Path(st.dir) / "pki", timeout)
+        return st.pids[role]
 
     # -- up ----------------------------------------------------------------
     def up(
@@ -374,10 +396,11 @@ class Cluster:
         raise TimeoutError(f"only {ready}/{nodes} nodes Ready after {timeout:.0f}s")
 
     # -- sidecar -------------------------------------------------------------
-    def start_component(self, role: str, command: list[str]) -> int:
+    def start_component(self, role: str, command: list[str], kubeconfig: str | None = None) -> int:
         """Run ``pyextender <command...> --kubeconfig=<ours>`` as process ``role``.
 
         Its output goes to ``logs/<role>.log``; ``down`` stops it with the rest.
+        ``kubeconfig`` replaces the cluster's (e.g. one whose server is a proxy).
         Returns the pid.
         """
         st = self.state
@@ -385,19 +408,26 @@ class Cluster:
             raise RuntimeError(f"cluster {self.name!r} is not up")
         if role in st.pids and _alive(st.pids[role]):
             raise RuntimeError(f"{role} is already running (pid {st.pids[role]})")
-        cmd = [sys.executable, "-m", "pyextender.cli", *command, f"--kubeconfig={st.kubeconfig}"]
+        kc = kubeconfig or st.kubeconfig
+        cmd = [sys.executable, "-m", "pyextender.cli", *command, f"--kubeconfig={kc}"]
         self._spawn(st, role, cmd)
         return st.pids[role]
 
-    def start_sidecar(self, extra_args: list[str] | None = None, role: str = "sidecar") -> int:
+    def start_sidecar(
+        self,
+        extra_args: list[str] | None = None,
+        role: str = "sidecar",
+        kubeconfig: str | None = None,
+    ) -> int:
         """Run ``pyextender serve`` on the extender port (and, in framework mode, the
-        gRPC socket the shim dials); returns its pid."""
+        gRPC socket the shim dials); returns its pid. ``kubeconfig``: as in
+        ``start_component``."""
         st = self.state
         if st is None:
             raise RuntimeError(f"cluster {self.name!r} is not up")
         grpc = [f"--grpc-socket={st.grpc_socket}"] if st.grpc_socket else []
         return self.start_component(
-            role, ["serve", f"--port={st.extender_port}", *grpc, *(extra_args or [])]
+            role, ["serve", f"--port={st.extender_port}", *grpc, *(extra_args or [])], kubeconfig
         )
 
     def wait_sidecar_ready(self, timeout: float = 60.0) -> None:
