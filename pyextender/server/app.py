@@ -27,6 +27,7 @@ from pyextender.plugins.registry import REGISTRY
 from pyextender.server.actuator import Actuator
 from pyextender.server.barrier import DEFAULT_TIMEOUT_S, GangBarrier
 from pyextender.server.binder import ApiBinder
+from pyextender.server.grpc_annotate import PodAnnotator
 from pyextender.server.grpc_server import GrpcOptions, GrpcServer
 from pyextender.server.grpc_service import SchedulerService
 from pyextender.server.http import ExtenderApp
@@ -248,7 +249,8 @@ async def serve(opts: ServeOptions) -> int:
     grpc_server: GrpcServer | None = None
     if opts.grpc.enabled:
         # the same Extender: one cache, profile and decision log for both front ends
-        grpc_server = GrpcServer(SchedulerService(extender, opts.gang_timeout), opts.grpc, ready)
+        service = SchedulerService(extender, opts.gang_timeout, PodAnnotator(api))
+        grpc_server = GrpcServer(service, opts.grpc, ready)
         await grpc_server.start()
     config = uvicorn.Config(
         app,

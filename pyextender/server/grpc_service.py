@@ -29,6 +29,7 @@ from pyextender.api.names import GPU_INDEX_ANNOTATION
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict
 from pyextender.framework.interfaces import MAX_NODE_SCORE
 from pyextender.framework.status import Code
+from pyextender.server.grpc_annotate import Annotator
 from pyextender.server.grpc_batch import Batch, BatchParser
 from pyextender.server.grpc_permit import quorum
 from pyextender.server.proto_gen.pyextender.v1 import scheduler_pb2 as pb
@@ -86,10 +87,14 @@ def _require_ref(ref: Any | None) -> Any:
 class SchedulerService:
     """Handlers of pyextender.v1.Scheduler over an Extender."""
 
-    def __init__(self, extender: Extender, gang_timeout: float) -> None:
+    def __init__(
+        self, extender: Extender, gang_timeout: float, annotate: Annotator | None = None
+    ) -> None:
         self.ext = extender
         self.gang_timeout = gang_timeout
         """Seconds a gang member waits in Permit (the shim's WaitingPod timeout)."""
+        self.annotate = annotate
+        """Writes the GPU indices chosen at Reserve onto the pod at PreBind; None: not written."""
         self.recent: OrderedDict[str, PodInfo] = OrderedDict()
 
     # -- pods ----------------------------------------------------------------
@@ -288,6 +293,33 @@ class SchedulerService:
             resp.timeout.FromNanoseconds(int(self.gang_timeout * 1e9))
         return resp
 
+    async def pre_bind(self, req: Any, context: Any) -> Any:
+        ref = _check_ref(req)
+        node = _require(req.node_name, "node_name")
+        held = self.ext.cache.state.pods.get(ref.uid)
+        gpus = held.pod.annotations.get(GPU_INDEX_ANNOTATION, "") if held is not None else ""
+        if not gpus or self.annotate is None:
+            return pb.PreBindResponse(status=_OK)
+        write = asyncio.get_running_loop().run_in_executor(
+            API_THREADS,
+            self.annotate,
+            ref.namespace,
+            ref.name,
+            ref.uid,
+            {GPU_INDEX_ANNOTATION: gpus},
+        )
+        key = f"{ref.namespace}/{ref.name}"
+        try:
+            await asyncio.wait_for(write, context.time_remaining())
+        except TimeoutError:
+            raise  # past the caller's deadline: DEADLINE_EXCEEDED (see _wrap)
+        except Exception as exc:
+            why = f"writing {GPU_INDEX_ANNOTATION}={gpus} to pod {key}: {exc}"
+            self.ext._decide(key, "prebind", via="grpc", node=node, result="error", error=why)
+            return pb.PreBindResponse(status=_status(pb.ERROR, why))
+        self.ext._decide(key, "prebind", via="grpc", node=node, result="annotated", gpus=gpus)
+        return pb.PreBindResponse(status=_OK)
+
     async def post_bind(self, req: Any, context: Any) -> Any:
         ref = _check_ref(req)
         node = _require(req.node_name, "node_name")
@@ -306,6 +338,7 @@ class SchedulerService:
             "Reserve": (self.reserve, pb.ReserveRequest, pb.ReserveResponse),
             "Unreserve": (self.unreserve, pb.UnreserveRequest, pb.UnreserveResponse),
             "Permit": (self.permit, pb.PermitRequest, pb.PermitResponse),
+            "PreBind": (self.pre_bind, pb.PreBindRequest, pb.PreBindResponse),
             "PostBind": (self.post_bind, pb.PostBindRequest, pb.PostBindResponse),
         }
         return grpc.method_handlers_generic_handler(

@@ -1,6 +1,6 @@
 // Package plugin is Pyextender, a kube-scheduler framework plugin that asks the
 // pyextender sidecar (gRPC, proto/pyextender/v1) at PreFilter, Filter, PreScore,
-// Score, Reserve, Unreserve, Permit and PostBind.
+// Score, Reserve, Unreserve, Permit, PreBind and PostBind.
 //
 // Only gang pods of our scheduler are forwarded: a pod with another
 // schedulerName or without a PodGroup annotation passes through untouched.
@@ -76,6 +76,7 @@ var (
 	_ fwk.ScorePlugin     = &Pyextender{}
 	_ fwk.ReservePlugin   = &Pyextender{}
 	_ fwk.PermitPlugin    = &Pyextender{}
+	_ fwk.PreBindPlugin   = &Pyextender{}
 	_ fwk.PostBindPlugin  = &Pyextender{}
 )
 
@@ -350,6 +351,29 @@ func permitDecision(reply *pb.PermitResponse) (*fwk.Status, time.Duration) {
 	default:
 		return fwk.NewStatus(fwk.Error, fmt.Sprintf("pyextender: unexpected Permit code %s", code)), 0
 	}
+}
+
+// PreBindPreFlight: PreBind runs for our pods only, in parallel with other plugins'.
+func (p *Pyextender) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if !p.ours(pod) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
+}
+
+// PreBind lets the sidecar write the placement it chose at Reserve (GPU indices)
+// onto the pod before DefaultBinder binds it; a failure keeps the pod unbound.
+func (p *Pyextender) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if !p.ours(pod) {
+		return nil
+	}
+	cctx, cancel := p.call(ctx)
+	defer cancel()
+	reply, err := p.client.PreBind(cctx, &pb.PreBindRequest{Pod: ref(pod), NodeName: nodeName})
+	if err != nil {
+		return p.unreachable("PreBind", err)
+	}
+	return toStatus(reply.GetStatus())
 }
 
 // PostBind tells the sidecar the pod is bound (informational).

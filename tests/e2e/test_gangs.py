@@ -104,6 +104,15 @@ def test_gang_all_or_nothing(env: Env) -> None:
     times = [float(d["time"]) for d in binds if d["result"] == "bound"]  # type: ignore[arg-type]
     assert len(times) == 8 and max(times) - min(times) < 2.0, binds
     assert all(v <= 8 for v in gpus_per_node(core).values())
+    # the GPUs chosen for each member reach the pod (extender: on the Binding;
+    # framework: written at PreBind), distinct on each node
+    chosen: dict[str, list[str]] = {}
+    for p in core.list_namespaced_pod(namespace).items:
+        if p.metadata.name in names:
+            index = (p.metadata.annotations or {}).get("pyextender.io/gpu-index", "")
+            assert len(index.split(",")) == 1 and index.isdigit(), (p.metadata.name, index)
+            chosen.setdefault(p.spec.node_name, []).append(index)
+    assert all(len(set(v)) == len(v) for v in chosen.values()), chosen
 
 
 def test_two_gangs_that_fit_alone_but_not_together(env: Env) -> None:

@@ -86,8 +86,10 @@ class Sidecar:
         profile = build_profile(plugins_of(load(None)), metrics.observe_plugin)
         self.ext = Extender(self.cache, profile, self.binder, metrics)
         self.ready = True
+        self.annotated: list[tuple[str, str, str, dict[str, str]]] = []
+        self.annotate_error: Exception | None = None
         self.server = GrpcServer(
-            SchedulerService(self.ext, GANG_TIMEOUT),
+            SchedulerService(self.ext, GANG_TIMEOUT, self.annotate),
             GrpcOptions(socket=str(socket)),
             lambda: (self.ready, "test"),
         )
@@ -97,6 +99,11 @@ class Sidecar:
         self.run(self.server.start())
         self.channel = grpc.insecure_channel(f"unix://{socket}")
         self.stub = pb_grpc.SchedulerStub(self.channel)
+
+    def annotate(self, namespace: str, name: str, uid: str, annotations: dict[str, str]) -> None:
+        if self.annotate_error is not None:
+            raise self.annotate_error
+        self.annotated.append((namespace, name, uid, annotations))
 
     def run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
@@ -328,3 +335,24 @@ def test_the_same_candidates_for_another_pod_are_judged_for_that_pod(sc: Sidecar
     with pytest.raises(grpc.RpcError) as err:
         sc.channel.unary_unary(f"/{SERVICE}/Filter")(corrupt, timeout=5)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+
+
+def test_prebind_writes_the_gpus_chosen_at_reserve_onto_the_pod(sc: Sidecar) -> None:
+    sc.add(_pod("g", 2), _pod("cpu-only", 0))
+    assert sc.stub.Reserve(pb.ReserveRequest(pod=_ref("g"), node_name="n8")).status.code == 0
+    assert sc.stub.PreBind(pb.PreBindRequest(pod=_ref("g"), node_name="n8")).status.code == 0
+    [(ns, name, uid, annotations)] = sc.annotated
+    assert (ns, name, uid) == ("ns", "g", "uid-g")
+    assert len(annotations["pyextender.io/gpu-index"].split(",")) == 2
+    sc.stub.Reserve(pb.ReserveRequest(pod=_ref("cpu-only"), node_name="n8"))
+    assert sc.stub.PreBind(pb.PreBindRequest(pod=_ref("cpu-only"), node_name="n8")).status.code == 0
+    assert len(sc.annotated) == 1  # nothing to write for a pod without GPUs
+
+
+def test_prebind_failure_keeps_the_pod_unbound_with_the_reason(sc: Sidecar) -> None:
+    sc.add(_pod("g", 1))
+    sc.stub.Reserve(pb.ReserveRequest(pod=_ref("g"), node_name="n8"))
+    sc.annotate_error = RuntimeError("409 Conflict: uid precondition failed")
+    reply = sc.stub.PreBind(pb.PreBindRequest(pod=_ref("g"), node_name="n8"))
+    assert reply.status.code == pb.ERROR
+    assert "pod ns/g: 409 Conflict" in reply.status.reason, reply.status.reason

@@ -935,6 +935,109 @@ func (x *PermitResponse) GetMinMember() int32 {
 	return 0
 }
 
+// PreBind: the gang is allowed and kube-scheduler is about to bind the pod.
+// The sidecar writes what it chose at Reserve onto the pod first (the GPU
+// indices, annotation pyextender.io/gpu-index), as the HTTP bind verb does on
+// the Binding, so node agents read the placement from the pod.
+type PreBindRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pod. Required.
+	Pod *PodRef `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// The node it is about to be bound to. Required.
+	NodeName      string `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreBindRequest) Reset() {
+	*x = PreBindRequest{}
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreBindRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreBindRequest) ProtoMessage() {}
+
+func (x *PreBindRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreBindRequest.ProtoReflect.Descriptor instead.
+func (*PreBindRequest) Descriptor() ([]byte, []int) {
+	return file_pyextender_v1_scheduler_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PreBindRequest) GetPod() *PodRef {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *PreBindRequest) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+type PreBindResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SUCCESS (written, or nothing to write) or ERROR (the pod is not bound).
+	Status        *Status `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreBindResponse) Reset() {
+	*x = PreBindResponse{}
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreBindResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreBindResponse) ProtoMessage() {}
+
+func (x *PreBindResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreBindResponse.ProtoReflect.Descriptor instead.
+func (*PreBindResponse) Descriptor() ([]byte, []int) {
+	return file_pyextender_v1_scheduler_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PreBindResponse) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // PostBind: the pod is bound (informational; the reservation becomes a
 // binding when the sidecar's watch sees it).
 type PostBindRequest struct {
@@ -949,7 +1052,7 @@ type PostBindRequest struct {
 
 func (x *PostBindRequest) Reset() {
 	*x = PostBindRequest{}
-	mi := &file_pyextender_v1_scheduler_proto_msgTypes[14]
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1064,7 @@ func (x *PostBindRequest) String() string {
 func (*PostBindRequest) ProtoMessage() {}
 
 func (x *PostBindRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pyextender_v1_scheduler_proto_msgTypes[14]
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1077,7 @@ func (x *PostBindRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostBindRequest.ProtoReflect.Descriptor instead.
 func (*PostBindRequest) Descriptor() ([]byte, []int) {
-	return file_pyextender_v1_scheduler_proto_rawDescGZIP(), []int{14}
+	return file_pyextender_v1_scheduler_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PostBindRequest) GetPod() *PodRef {
@@ -1001,7 +1104,7 @@ type PostBindResponse struct {
 
 func (x *PostBindResponse) Reset() {
 	*x = PostBindResponse{}
-	mi := &file_pyextender_v1_scheduler_proto_msgTypes[15]
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1116,7 @@ func (x *PostBindResponse) String() string {
 func (*PostBindResponse) ProtoMessage() {}
 
 func (x *PostBindResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pyextender_v1_scheduler_proto_msgTypes[15]
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1129,7 @@ func (x *PostBindResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostBindResponse.ProtoReflect.Descriptor instead.
 func (*PostBindResponse) Descriptor() ([]byte, []int) {
-	return file_pyextender_v1_scheduler_proto_rawDescGZIP(), []int{15}
+	return file_pyextender_v1_scheduler_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PostBindResponse) GetStatus() *Status {
@@ -1089,7 +1192,12 @@ const file_pyextender_v1_scheduler_proto_rawDesc = "" +
 	"\x04gang\x18\x03 \x01(\tR\x04gang\x12\x14\n" +
 	"\x05ready\x18\x04 \x01(\x05R\x05ready\x12\x1d\n" +
 	"\n" +
-	"min_member\x18\x05 \x01(\x05R\tminMember\"W\n" +
+	"min_member\x18\x05 \x01(\x05R\tminMember\"V\n" +
+	"\x0ePreBindRequest\x12'\n" +
+	"\x03pod\x18\x01 \x01(\v2\x15.pyextender.v1.PodRefR\x03pod\x12\x1b\n" +
+	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"@\n" +
+	"\x0fPreBindResponse\x12-\n" +
+	"\x06status\x18\x01 \x01(\v2\x15.pyextender.v1.StatusR\x06status\"W\n" +
 	"\x0fPostBindRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.pyextender.v1.PodRefR\x03pod\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"A\n" +
@@ -1101,14 +1209,15 @@ const file_pyextender_v1_scheduler_proto_rawDesc = "" +
 	"\rUNSCHEDULABLE\x10\x02\x12\"\n" +
 	"\x1eUNSCHEDULABLE_AND_UNRESOLVABLE\x10\x03\x12\b\n" +
 	"\x04WAIT\x10\x04\x12\b\n" +
-	"\x04SKIP\x10\x052\x94\x04\n" +
+	"\x04SKIP\x10\x052\xde\x04\n" +
 	"\tScheduler\x12N\n" +
 	"\tPreFilter\x12\x1f.pyextender.v1.PreFilterRequest\x1a .pyextender.v1.PreFilterResponse\x12E\n" +
 	"\x06Filter\x12\x1c.pyextender.v1.FilterRequest\x1a\x1d.pyextender.v1.FilterResponse\x12B\n" +
 	"\x05Score\x12\x1b.pyextender.v1.ScoreRequest\x1a\x1c.pyextender.v1.ScoreResponse\x12H\n" +
 	"\aReserve\x12\x1d.pyextender.v1.ReserveRequest\x1a\x1e.pyextender.v1.ReserveResponse\x12N\n" +
 	"\tUnreserve\x12\x1f.pyextender.v1.UnreserveRequest\x1a .pyextender.v1.UnreserveResponse\x12E\n" +
-	"\x06Permit\x12\x1c.pyextender.v1.PermitRequest\x1a\x1d.pyextender.v1.PermitResponse\x12K\n" +
+	"\x06Permit\x12\x1c.pyextender.v1.PermitRequest\x1a\x1d.pyextender.v1.PermitResponse\x12H\n" +
+	"\aPreBind\x12\x1d.pyextender.v1.PreBindRequest\x1a\x1e.pyextender.v1.PreBindResponse\x12K\n" +
 	"\bPostBind\x12\x1e.pyextender.v1.PostBindRequest\x1a\x1f.pyextender.v1.PostBindResponseB3Z1pyextender.io/shim/gen/pyextender/v1;pyextenderv1b\x06proto3"
 
 var (
@@ -1124,7 +1233,7 @@ func file_pyextender_v1_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_pyextender_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_pyextender_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_pyextender_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_pyextender_v1_scheduler_proto_goTypes = []any{
 	(Code)(0),                   // 0: pyextender.v1.Code
 	(*Status)(nil),              // 1: pyextender.v1.Status
@@ -1141,9 +1250,11 @@ var file_pyextender_v1_scheduler_proto_goTypes = []any{
 	(*UnreserveResponse)(nil),   // 12: pyextender.v1.UnreserveResponse
 	(*PermitRequest)(nil),       // 13: pyextender.v1.PermitRequest
 	(*PermitResponse)(nil),      // 14: pyextender.v1.PermitResponse
-	(*PostBindRequest)(nil),     // 15: pyextender.v1.PostBindRequest
-	(*PostBindResponse)(nil),    // 16: pyextender.v1.PostBindResponse
-	(*durationpb.Duration)(nil), // 17: google.protobuf.Duration
+	(*PreBindRequest)(nil),      // 15: pyextender.v1.PreBindRequest
+	(*PreBindResponse)(nil),     // 16: pyextender.v1.PreBindResponse
+	(*PostBindRequest)(nil),     // 17: pyextender.v1.PostBindRequest
+	(*PostBindResponse)(nil),    // 18: pyextender.v1.PostBindResponse
+	(*durationpb.Duration)(nil), // 19: google.protobuf.Duration
 }
 var file_pyextender_v1_scheduler_proto_depIdxs = []int32{
 	0,  // 0: pyextender.v1.Status.code:type_name -> pyextender.v1.Code
@@ -1159,28 +1270,32 @@ var file_pyextender_v1_scheduler_proto_depIdxs = []int32{
 	1,  // 10: pyextender.v1.UnreserveResponse.status:type_name -> pyextender.v1.Status
 	2,  // 11: pyextender.v1.PermitRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 12: pyextender.v1.PermitResponse.status:type_name -> pyextender.v1.Status
-	17, // 13: pyextender.v1.PermitResponse.timeout:type_name -> google.protobuf.Duration
-	2,  // 14: pyextender.v1.PostBindRequest.pod:type_name -> pyextender.v1.PodRef
-	1,  // 15: pyextender.v1.PostBindResponse.status:type_name -> pyextender.v1.Status
-	3,  // 16: pyextender.v1.Scheduler.PreFilter:input_type -> pyextender.v1.PreFilterRequest
-	5,  // 17: pyextender.v1.Scheduler.Filter:input_type -> pyextender.v1.FilterRequest
-	7,  // 18: pyextender.v1.Scheduler.Score:input_type -> pyextender.v1.ScoreRequest
-	9,  // 19: pyextender.v1.Scheduler.Reserve:input_type -> pyextender.v1.ReserveRequest
-	11, // 20: pyextender.v1.Scheduler.Unreserve:input_type -> pyextender.v1.UnreserveRequest
-	13, // 21: pyextender.v1.Scheduler.Permit:input_type -> pyextender.v1.PermitRequest
-	15, // 22: pyextender.v1.Scheduler.PostBind:input_type -> pyextender.v1.PostBindRequest
-	4,  // 23: pyextender.v1.Scheduler.PreFilter:output_type -> pyextender.v1.PreFilterResponse
-	6,  // 24: pyextender.v1.Scheduler.Filter:output_type -> pyextender.v1.FilterResponse
-	8,  // 25: pyextender.v1.Scheduler.Score:output_type -> pyextender.v1.ScoreResponse
-	10, // 26: pyextender.v1.Scheduler.Reserve:output_type -> pyextender.v1.ReserveResponse
-	12, // 27: pyextender.v1.Scheduler.Unreserve:output_type -> pyextender.v1.UnreserveResponse
-	14, // 28: pyextender.v1.Scheduler.Permit:output_type -> pyextender.v1.PermitResponse
-	16, // 29: pyextender.v1.Scheduler.PostBind:output_type -> pyextender.v1.PostBindResponse
-	23, // [23:30] is the sub-list for method output_type
-	16, // [16:23] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	19, // 13: pyextender.v1.PermitResponse.timeout:type_name -> google.protobuf.Duration
+	2,  // 14: pyextender.v1.PreBindRequest.pod:type_name -> pyextender.v1.PodRef
+	1,  // 15: pyextender.v1.PreBindResponse.status:type_name -> pyextender.v1.Status
+	2,  // 16: pyextender.v1.PostBindRequest.pod:type_name -> pyextender.v1.PodRef
+	1,  // 17: pyextender.v1.PostBindResponse.status:type_name -> pyextender.v1.Status
+	3,  // 18: pyextender.v1.Scheduler.PreFilter:input_type -> pyextender.v1.PreFilterRequest
+	5,  // 19: pyextender.v1.Scheduler.Filter:input_type -> pyextender.v1.FilterRequest
+	7,  // 20: pyextender.v1.Scheduler.Score:input_type -> pyextender.v1.ScoreRequest
+	9,  // 21: pyextender.v1.Scheduler.Reserve:input_type -> pyextender.v1.ReserveRequest
+	11, // 22: pyextender.v1.Scheduler.Unreserve:input_type -> pyextender.v1.UnreserveRequest
+	13, // 23: pyextender.v1.Scheduler.Permit:input_type -> pyextender.v1.PermitRequest
+	15, // 24: pyextender.v1.Scheduler.PreBind:input_type -> pyextender.v1.PreBindRequest
+	17, // 25: pyextender.v1.Scheduler.PostBind:input_type -> pyextender.v1.PostBindRequest
+	4,  // 26: pyextender.v1.Scheduler.PreFilter:output_type -> pyextender.v1.PreFilterResponse
+	6,  // 27: pyextender.v1.Scheduler.Filter:output_type -> pyextender.v1.FilterResponse
+	8,  // 28: pyextender.v1.Scheduler.Score:output_type -> pyextender.v1.ScoreResponse
+	10, // 29: pyextender.v1.Scheduler.Reserve:output_type -> pyextender.v1.ReserveResponse
+	12, // 30: pyextender.v1.Scheduler.Unreserve:output_type -> pyextender.v1.UnreserveResponse
+	14, // 31: pyextender.v1.Scheduler.Permit:output_type -> pyextender.v1.PermitResponse
+	16, // 32: pyextender.v1.Scheduler.PreBind:output_type -> pyextender.v1.PreBindResponse
+	18, // 33: pyextender.v1.Scheduler.PostBind:output_type -> pyextender.v1.PostBindResponse
+	26, // [26:34] is the sub-list for method output_type
+	18, // [18:26] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_pyextender_v1_scheduler_proto_init() }
@@ -1194,7 +1309,7 @@ func file_pyextender_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pyextender_v1_scheduler_proto_rawDesc), len(file_pyextender_v1_scheduler_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

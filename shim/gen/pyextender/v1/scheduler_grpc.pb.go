@@ -43,6 +43,7 @@ const (
 	Scheduler_Reserve_FullMethodName   = "/pyextender.v1.Scheduler/Reserve"
 	Scheduler_Unreserve_FullMethodName = "/pyextender.v1.Scheduler/Unreserve"
 	Scheduler_Permit_FullMethodName    = "/pyextender.v1.Scheduler/Permit"
+	Scheduler_PreBind_FullMethodName   = "/pyextender.v1.Scheduler/PreBind"
 	Scheduler_PostBind_FullMethodName  = "/pyextender.v1.Scheduler/PostBind"
 )
 
@@ -58,6 +59,7 @@ type SchedulerClient interface {
 	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
 	Unreserve(ctx context.Context, in *UnreserveRequest, opts ...grpc.CallOption) (*UnreserveResponse, error)
 	Permit(ctx context.Context, in *PermitRequest, opts ...grpc.CallOption) (*PermitResponse, error)
+	PreBind(ctx context.Context, in *PreBindRequest, opts ...grpc.CallOption) (*PreBindResponse, error)
 	PostBind(ctx context.Context, in *PostBindRequest, opts ...grpc.CallOption) (*PostBindResponse, error)
 }
 
@@ -129,6 +131,16 @@ func (c *schedulerClient) Permit(ctx context.Context, in *PermitRequest, opts ..
 	return out, nil
 }
 
+func (c *schedulerClient) PreBind(ctx context.Context, in *PreBindRequest, opts ...grpc.CallOption) (*PreBindResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PreBindResponse)
+	err := c.cc.Invoke(ctx, Scheduler_PreBind_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *schedulerClient) PostBind(ctx context.Context, in *PostBindRequest, opts ...grpc.CallOption) (*PostBindResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PostBindResponse)
@@ -151,6 +163,7 @@ type SchedulerServer interface {
 	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
 	Unreserve(context.Context, *UnreserveRequest) (*UnreserveResponse, error)
 	Permit(context.Context, *PermitRequest) (*PermitResponse, error)
+	PreBind(context.Context, *PreBindRequest) (*PreBindResponse, error)
 	PostBind(context.Context, *PostBindRequest) (*PostBindResponse, error)
 	mustEmbedUnimplementedSchedulerServer()
 }
@@ -179,6 +192,9 @@ func (UnimplementedSchedulerServer) Unreserve(context.Context, *UnreserveRequest
 }
 func (UnimplementedSchedulerServer) Permit(context.Context, *PermitRequest) (*PermitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Permit not implemented")
+}
+func (UnimplementedSchedulerServer) PreBind(context.Context, *PreBindRequest) (*PreBindResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PreBind not implemented")
 }
 func (UnimplementedSchedulerServer) PostBind(context.Context, *PostBindRequest) (*PostBindResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PostBind not implemented")
@@ -312,6 +328,24 @@ func _Scheduler_Permit_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Scheduler_PreBind_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PreBindRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServer).PreBind(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Scheduler_PreBind_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServer).PreBind(ctx, req.(*PreBindRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Scheduler_PostBind_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PostBindRequest)
 	if err := dec(in); err != nil {
@@ -360,6 +394,10 @@ var Scheduler_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Permit",
 			Handler:    _Scheduler_Permit_Handler,
+		},
+		{
+			MethodName: "PreBind",
+			Handler:    _Scheduler_PreBind_Handler,
 		},
 		{
 			MethodName: "PostBind",

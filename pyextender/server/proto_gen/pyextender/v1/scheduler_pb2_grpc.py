@@ -65,6 +65,11 @@ class SchedulerStub:
                 request_serializer=pyextender_dot_v1_dot_scheduler__pb2.PermitRequest.SerializeToString,
                 response_deserializer=pyextender_dot_v1_dot_scheduler__pb2.PermitResponse.FromString,
                 _registered_method=True)
+        self.PreBind = channel.unary_unary(
+                '/pyextender.v1.Scheduler/PreBind',
+                request_serializer=pyextender_dot_v1_dot_scheduler__pb2.PreBindRequest.SerializeToString,
+                response_deserializer=pyextender_dot_v1_dot_scheduler__pb2.PreBindResponse.FromString,
+                _registered_method=True)
         self.PostBind = channel.unary_unary(
                 '/pyextender.v1.Scheduler/PostBind',
                 request_serializer=pyextender_dot_v1_dot_scheduler__pb2.PostBindRequest.SerializeToString,
@@ -112,6 +117,12 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PreBind(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PostBind(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -150,6 +161,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.Permit,
                     request_deserializer=pyextender_dot_v1_dot_scheduler__pb2.PermitRequest.FromString,
                     response_serializer=pyextender_dot_v1_dot_scheduler__pb2.PermitResponse.SerializeToString,
+            ),
+            'PreBind': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreBind,
+                    request_deserializer=pyextender_dot_v1_dot_scheduler__pb2.PreBindRequest.FromString,
+                    response_serializer=pyextender_dot_v1_dot_scheduler__pb2.PreBindResponse.SerializeToString,
             ),
             'PostBind': grpc.unary_unary_rpc_method_handler(
                     servicer.PostBind,
@@ -320,6 +336,33 @@ class Scheduler:
             '/pyextender.v1.Scheduler/Permit',
             pyextender_dot_v1_dot_scheduler__pb2.PermitRequest.SerializeToString,
             pyextender_dot_v1_dot_scheduler__pb2.PermitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PreBind(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pyextender.v1.Scheduler/PreBind',
+            pyextender_dot_v1_dot_scheduler__pb2.PreBindRequest.SerializeToString,
+            pyextender_dot_v1_dot_scheduler__pb2.PreBindResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,33 @@
+"""Framework mode's PreBind write: the placement chosen at Reserve, onto the pod.
+
+In extender mode the GPU indices ride on the Binding the bind verb creates. In
+framework mode kube-scheduler's DefaultBinder creates the Binding, so the
+sidecar patches the pod just before (PreBind). The patch carries the pod's UID
+as a precondition: a pod re-created under the same name is never annotated.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from kubernetes import client
+
+from pyextender.api.client import body_of
+
+
+class Annotator(Protocol):
+    def __call__(self, namespace: str, name: str, uid: str, annotations: dict[str, str]) -> None:
+        """Set ``annotations`` on the pod (blocking; run in a thread); raise on failure."""
+        ...
+
+
+class PodAnnotator:
+    """A merge patch of metadata.annotations, with metadata.uid as the precondition."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.core = client.CoreV1Api(api)
+
+    def __call__(self, namespace: str, name: str, uid: str, annotations: dict[str, str]) -> None:
+        body = {"metadata": {"uid": uid, "annotations": annotations}}
+        patch: Any = self.core.patch_namespaced_pod
+        body_of(patch(name, namespace, body, _preload_content=False))
