@@ -30,7 +30,7 @@ from pyextender.server.binder import ApiBinder
 from pyextender.server.grpc_annotate import PodAnnotator
 from pyextender.server.grpc_server import GrpcOptions, GrpcServer
 from pyextender.server.grpc_service import SchedulerService
-from pyextender.server.http import ExtenderApp
+from pyextender.server.http import ExtenderApp, ExtenderTLS
 from pyextender.server.metrics import Metrics
 from pyextender.server.probes import start_probes
 from pyextender.server.scheduler_loop import SchedulerLoop
@@ -71,6 +71,8 @@ class ServeOptions:
     """Seconds a gang member's bind waits for the rest of its gang (framework mode:
     how long it waits in Permit)."""
     grpc: GrpcOptions = field(default_factory=GrpcOptions)
+    tls: ExtenderTLS = field(default_factory=lambda: ExtenderTLS())
+    """Optional HTTPS (and client certificates) on the extender port."""
     """The gRPC front end for the framework shim; off unless a socket or address is set."""
 
 
@@ -261,17 +263,27 @@ async def serve(opts: ServeOptions) -> int:
         lifespan="on",
         http="httptools",
         timeout_keep_alive=60,
+        **opts.tls.uvicorn_args(),
     )
     server = uvicorn.Server(config)
     log.info(
-        "serving extender on http://%s:%d for schedulerName %s",
+        "serving extender on %s://%s:%d for schedulerName %s%s",
+        "https" if opts.tls.enabled else "http",
         opts.address,
         opts.port,
         opts.scheduler_name,
+        " (client certificates required)" if opts.tls.client_ca else "",
     )
     probes = None
     if opts.metrics_port:
-        probes = start_probes(opts.metrics_address, opts.metrics_port, ready, metrics.registry)
+        probes = start_probes(
+            opts.metrics_address,
+            opts.metrics_port,
+            ready,
+            metrics.registry,
+            health=supervisor.health,
+            debug=app,
+        )
         log.info("probes and metrics on http://%s:%d", opts.metrics_address, opts.metrics_port)
     try:
         await server.serve()

@@ -14,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -41,6 +43,34 @@ from pyextender.api.extender import (
 from pyextender.server.verbs import BadRequest, Extender
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderTLS:
+    """HTTPS on the extender port, optionally with client certificates.
+
+    Off by default: the chart binds the extender to the Pod's loopback, where only
+    its own kube-scheduler reaches it. Turn it on when the extender must listen
+    on a reachable address; with ``client_ca`` only a caller holding a certificate
+    from that CA (kube-scheduler's extender ``tlsConfig``) can call bind.
+    """
+
+    cert: str | None = None
+    key: str | None = None
+    client_ca: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.cert)
+
+    def uvicorn_args(self) -> dict[str, Any]:
+        if not self.cert:
+            return {}
+        args: dict[str, Any] = {"ssl_certfile": self.cert, "ssl_keyfile": self.key}
+        if self.client_ca:
+            args["ssl_ca_certs"] = self.client_ca
+            args["ssl_cert_reqs"] = ssl.CERT_REQUIRED
+        return args
 
 
 DEFAULT_MAX_BODY_BYTES = 16 * 2**20

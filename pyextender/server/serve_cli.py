@@ -81,6 +81,19 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--grpc-tls-cert", metavar="PEM", help="certificate for --grpc-address")
     p.add_argument("--grpc-tls-key", metavar="PEM", help="private key for --grpc-address")
+    p.add_argument(
+        "--tls-cert-file",
+        metavar="PEM",
+        help="serve the extender port over HTTPS with this certificate (kube-scheduler: "
+        "extenders[].enableHTTPS and tlsConfig.caFile); default: plain HTTP on loopback",
+    )
+    p.add_argument("--tls-key-file", metavar="PEM", help="private key for --tls-cert-file")
+    p.add_argument(
+        "--client-ca-file",
+        metavar="PEM",
+        help="with --tls-cert-file: require a client certificate signed by this CA "
+        "(kube-scheduler: tlsConfig.certFile/keyFile), so only that scheduler can call bind",
+    )
     add_log_level(p)
     p.set_defaults(func=run)
 
@@ -90,8 +103,15 @@ def run(args: argparse.Namespace) -> int:
     from pyextender.plugins.defaults import load
     from pyextender.server.app import ServeOptions, serve
     from pyextender.server.grpc_server import GrpcOptions
+    from pyextender.server.http import ExtenderTLS
 
     setup_logging(args.log_level)
+    if bool(args.tls_cert_file) != bool(args.tls_key_file):
+        print("pyextender serve: --tls-cert-file and --tls-key-file go together", file=sys.stderr)
+        return 2
+    if args.client_ca_file and not args.tls_cert_file:
+        print("pyextender serve: --client-ca-file needs --tls-cert-file", file=sys.stderr)
+        return 2
     if bool(args.grpc_tls_cert) != bool(args.grpc_tls_key):
         print("pyextender serve: --grpc-tls-cert and --grpc-tls-key go together", file=sys.stderr)
         return 2
@@ -113,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         gang_timeout=args.gang_timeout,
         metrics_address=args.metrics_address,
         metrics_port=args.metrics_port,
+        tls=ExtenderTLS(args.tls_cert_file, args.tls_key_file, args.client_ca_file),
         grpc=GrpcOptions(
             socket=args.grpc_socket,
             address=args.grpc_address,
