@@ -19,6 +19,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from devcluster import pki
 from pyextender.api.extender import ExtenderArgs
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.runtime import build_profile
@@ -356,3 +357,31 @@ def test_prebind_failure_keeps_the_pod_unbound_with_the_reason(sc: Sidecar) -> N
     reply = sc.stub.PreBind(pb.PreBindRequest(pod=_ref("g"), node_name="n8"))
     assert reply.status.code == pb.ERROR
     assert "pod ns/g: 409 Conflict" in reply.status.reason, reply.status.reason
+
+
+def test_tcp_with_tls(sc: Sidecar, tmp_path: Path) -> None:
+    pki.generate(tmp_path, ["127.0.0.1", "localhost"])
+    server = GrpcServer(
+        SchedulerService(sc.ext, GANG_TIMEOUT),
+        GrpcOptions(
+            address="127.0.0.1:0",
+            tls_cert=str(tmp_path / "apiserver.crt"),
+            tls_key=str(tmp_path / "apiserver.key"),
+        ),
+        lambda: (True, "ok"),
+    )
+    [where] = sc.run(server.start())
+    assert where.startswith("tls://127.0.0.1:")
+    creds = grpc.ssl_channel_credentials(root_certificates=(tmp_path / "ca.crt").read_bytes())
+    sc.add(_pod("p", 1))
+    with grpc.secure_channel(where.removeprefix("tls://"), creds) as channel:
+        reply = pb_grpc.SchedulerStub(channel).Filter(
+            pb.FilterRequest(pod=_ref("p"), node_names=["n8"]), timeout=5
+        )
+    assert reply.status.code == pb.SUCCESS and reply.codes == b"\x00"
+    plain = grpc.insecure_channel(where.removeprefix("tls://"))
+    with plain, pytest.raises(grpc.RpcError):  # no TLS: refused
+        pb_grpc.SchedulerStub(plain).Filter(
+            pb.FilterRequest(pod=_ref("p"), node_names=["n8"]), timeout=2
+        )
+    sc.run(server.stop(0))
