@@ -204,6 +204,7 @@ async def serve(opts: ServeOptions) -> int:
         cache,
         opts.gang_timeout,
         on_gang_failure=lambda gang, failed: metrics.gang_bind_failures.inc(failed),
+        on_waiting=metrics.barrier_waiting.set,
     )
     cache.pod_gone.append(barrier.forget)  # a deleted member never counts toward a gang
     extender = Extender(cache, profile, ApiBinder(api), metrics, barrier, loop_.session_async)

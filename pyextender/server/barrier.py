@@ -65,11 +65,14 @@ class GangBarrier:
         cache: ClusterCache,
         timeout: float = DEFAULT_TIMEOUT_S,
         on_gang_failure: Callable[[str, int], None] | None = None,
+        on_waiting: Callable[[int], None] | None = None,
     ) -> None:
         self.cache = cache
         self.timeout = timeout
         self.on_gang_failure = on_gang_failure
         """Called with (gang key, members that failed to bind) after a release."""
+        self.on_waiting = on_waiting
+        """Called with the number of members waiting whenever it changes (a gauge)."""
         self.waiting: dict[str, dict[str, _Waiter]] = {}
         self._releases: set[asyncio.Task[None]] = set()
 
@@ -91,6 +94,10 @@ class GangBarrier:
             return w.pod.uid not in self.cache.deleted_uids
         return not seen.deleting
 
+    def _count(self) -> None:
+        if self.on_waiting is not None:
+            self.on_waiting(sum(len(v) for v in self.waiting.values()))
+
     def forget(self, uid: str) -> None:
         """The pod is gone: stop counting it; its held bind fails."""
         for key, arrived in list(self.waiting.items()):
@@ -99,6 +106,7 @@ class GangBarrier:
                 w.finish(("error", f"pod {w.pod.key} was deleted while its gang waited"))
             if not arrived:
                 self.waiting.pop(key, None)
+        self._count()
 
     async def wait(self, pod: PodInfo, bind: BindFn, settle: SettleFn) -> Outcome:
         """Bind ``pod`` with ``bind`` once its gang may run; the outcome of its bind,
@@ -123,6 +131,7 @@ class GangBarrier:
         ready = self._bound(key, set(arrived)) + len(arrived)
         if ready >= group.min_member:
             self._release(key)
+        self._count()
         try:
             return await asyncio.wait_for(asyncio.shield(me.done), self.timeout)
         except TimeoutError:
@@ -150,6 +159,7 @@ class GangBarrier:
         del current[me.pod.uid]
         if not current:
             self.waiting.pop(key, None)
+        self._count()
         return True
 
     def _release(self, key: str) -> None:

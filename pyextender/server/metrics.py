@@ -143,6 +143,11 @@ class Metrics:
             ["op", "result"],
             registry=r,
         )
+        self.barrier_waiting = Gauge(
+            "pyextender_gang_barrier_waiting",
+            "Gang members held in the bind verb until their gang reaches minMember.",
+            registry=r,
+        )
         self.gang_bind_failures = Counter(
             "pyextender_gang_bind_failures_total",
             "Members of released gangs whose Binding still failed after retries.",

@@ -101,11 +101,13 @@ def test_gang_binds_together_and_a_failed_member_is_retried_at_once() -> None:
 def test_no_bind_before_the_quorum_and_timeout_settles_each_member() -> None:
     async def main() -> tuple[list[Outcome], Binds]:
         cache = _cache(3, 3)
-        b = GangBarrier(cache, timeout=0.2)
+        waiting: list[int] = []
+        b = GangBarrier(cache, timeout=0.2, on_waiting=waiting.append)
         binds = Binds()
         waits = [b.wait(p, binds.bind(p), binds.settle(p)) for p in _pods(cache)[:2]]
         outs = list(await asyncio.gather(*waits))
         assert b.waiting == {}
+        assert max(waiting) == 2 and waiting[-1] == 0, waiting
         return outs, binds
 
     outs, binds = asyncio.run(main())
