@@ -11,7 +11,11 @@ leaving its other gates alone):
   leader);
 - pyextender is uninstalled: the chart's pre-delete hook runs ``pyextender
   release --all-namespaces``, which deletes both webhook configurations first (no
-  new pod gets gated) and then releases every gated pod.
+  new pod gets gated) and then releases every gated pod. With a second scheduler
+  (chart mode=scheduler) it also hands the unbound pods that name it to the
+  cluster's scheduler (``hand_over``): a pod's schedulerName cannot change, so a
+  bare pod is recreated as it was, and an owned pod is deleted for its owner to
+  recreate (no webhook routes it to us any more).
 
 Which namespaces are adopted is read from the live MutatingWebhookConfiguration,
 so the chart's values (label selector, names) are the single source.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -173,3 +178,93 @@ class AdoptionWatch:
             except Exception as exc:
                 log.warning("adoption check: %s", exc)
             await asyncio.sleep(self.period)
+
+
+# -- handing pods to another scheduler (uninstall in mode=scheduler) ------------------
+
+_DROP_METADATA = (
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "managedFields",
+    "generation",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+)
+
+
+def controller_of(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            out: Mapping[str, Any] = ref
+            return out
+    return None
+
+
+def handover_plan(pod: Mapping[str, Any], ours: str) -> str:
+    """What to do with a released pod that names our scheduler, which is going away:
+    "recreate" (a bare pod: same pod, the cluster's scheduler), "delete" (its owner
+    recreates it, without our webhook), or "" (leave it: bound already, not ours,
+    or owned by a Volcano Job, whose controller is ours and goes away too)."""
+    spec = pod.get("spec") or {}
+    if spec.get("schedulerName") != ours or spec.get("nodeName"):
+        return ""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return ""
+    owner = controller_of(pod)
+    if owner is None:
+        return "recreate"
+    if str(owner.get("apiVersion", "")).startswith("batch.volcano.sh/"):
+        return ""
+    return "delete"
+
+
+def recreated(pod: Mapping[str, Any], scheduler: str) -> dict[str, Any]:
+    """The same pod for another scheduler: no server-set metadata, no status."""
+    md = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in _DROP_METADATA}
+    annotations = dict(md.get("annotations") or {})
+    annotations.pop(GATED_BY_WEBHOOK_ANNOTATION, None)
+    md["annotations"] = annotations
+    spec = {**(pod.get("spec") or {}), "schedulerName": scheduler}
+    spec.pop("nodeName", None)
+    gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GANG_GATE]
+    if gates:
+        spec["schedulingGates"] = gates
+    else:
+        spec.pop("schedulingGates", None)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
+
+
+def hand_over(
+    core: client.CoreV1Api, pods: Iterable[Mapping[str, Any]], ours: str, scheduler: str
+) -> int:
+    """Give every unbound pod that names ``ours`` to ``scheduler``; returns how many."""
+    done = 0
+    for pod in pods:
+        action = handover_plan(pod, ours)
+        if not action:
+            continue
+        md = pod.get("metadata") or {}
+        ns, name, uid = md.get("namespace", ""), md.get("name", ""), md.get("uid")
+        body = {"preconditions": {"uid": uid}, "gracePeriodSeconds": 0}
+        try:
+            core.delete_namespaced_pod(name, ns, body=body)
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                continue
+            raise
+        if action == "recreate":
+            for _ in range(50):  # the name is free once the old pod is gone
+                try:
+                    core.create_namespaced_pod(ns, recreated(pod, scheduler))
+                    break
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+                    time.sleep(0.2)
+            else:
+                raise RuntimeError(f"could not recreate {ns}/{name} for {scheduler}")
+        log.info("handed %s/%s to %s (%s)", ns, name, scheduler, action)
+        done += 1
+    return done

@@ -32,6 +32,14 @@ def register(sub: Any) -> None:
         default="",
         help="name of both webhook configurations to delete first (default: delete none)",
     )
+    p.add_argument(
+        "--hand-over",
+        metavar="FROM=TO",
+        default="",
+        help="also give unbound pods naming scheduler FROM (ours, going away) to scheduler TO, "
+        "e.g. volcano=default-scheduler: bare pods are recreated as they were, pods with a "
+        "controller are deleted for it to recreate (not those of Volcano Jobs)",
+    )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--all-namespaces", action="store_true", help="release pods everywhere")
     where.add_argument(
@@ -45,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    from controllers.release import gated, release_pods
+    from controllers.release import gated, hand_over, release_pods
     from pyextender.api.client import ClientConfigError, api_client
 
     setup_logging(args.log_level)
@@ -66,8 +74,15 @@ def run(args: argparse.Namespace) -> int:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+    handover: tuple[str, str] | None = None
+    if args.hand_over:
+        ours, _, to = args.hand_over.partition("=")
+        if not ours or not to:
+            print(f"pyextender release: --hand-over must be FROM=TO, got {args.hand_over!r}")
+            return 2
+        handover = (ours, to)
     core = client.CoreV1Api(api)
-    total = 0
+    total = handed = 0
     for ns in args.namespace or [None]:
         cont: str | None = None
         while True:
@@ -79,9 +94,11 @@ def run(args: argparse.Namespace) -> int:
             )
             pods = [api.sanitize_for_serialization(p) for p in page.items]
             total += release_pods(core, [p for p in pods if gated(p)])
+            if handover:
+                handed += hand_over(core, pods, *handover)
             cont = page.metadata._continue
             if not cont:
                 break
-    log.info("released %d gated pod(s)", total)
-    print(f"released {total} gated pod(s)")
+    log.info("released %d gated pod(s), handed over %d", total, handed)
+    print(f"released {total} gated pod(s), handed {handed} to another scheduler")
     return 0

@@ -11,6 +11,8 @@ from controllers.release import (
     AdoptionWatch,
     adopted,
     adopting_selectors,
+    handover_plan,
+    recreated,
     release_patch,
     selector_matches,
 )
@@ -108,3 +110,39 @@ def test_watch_does_nothing_without_the_configuration() -> None:
         lambda: None, lambda: [ns("a")], lambda: [gated("p", "a")], lambda p: len(p)
     )
     assert watch.check() == 0
+
+
+def owned(kind_api: str) -> dict[str, Any]:
+    pod = gated("p", "a")
+    pod["metadata"]["ownerReferences"] = [
+        {"apiVersion": kind_api, "kind": "X", "name": "o", "uid": "1", "controller": True}
+    ]
+    pod["spec"]["schedulerName"] = "volcano"
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("pod", "want"),
+    [
+        ({**gated("p", "a"), "spec": {"schedulerName": "volcano"}}, "recreate"),
+        (owned("apps/v1"), "delete"),
+        (owned("batch.volcano.sh/v1alpha1"), ""),  # its controller goes away too
+        ({**gated("p", "a"), "spec": {"schedulerName": "volcano", "nodeName": "n"}}, ""),
+        ({**gated("p", "a"), "spec": {"schedulerName": "other"}}, ""),
+    ],
+)
+def test_handover_plan(pod: dict[str, Any], want: str) -> None:
+    assert handover_plan(pod, "volcano") == want
+
+
+def test_recreated_pod_is_the_same_pod_for_the_other_scheduler() -> None:
+    pod = gated("p", "a")
+    pod["metadata"].update(uid="u", creationTimestamp="t", labels={"app": "x"})
+    pod["spec"].update(schedulerName="volcano", containers=[{"name": "c"}])
+    out = recreated(pod, "default-scheduler")
+    assert out["spec"]["schedulerName"] == "default-scheduler"
+    assert out["spec"]["schedulingGates"] == [{"name": "other"}]  # ours gone, theirs kept
+    assert out["spec"]["containers"] == [{"name": "c"}]
+    assert out["metadata"]["labels"] == {"app": "x"}
+    assert "uid" not in out["metadata"] and "resourceVersion" not in out["metadata"]
+    assert GATED_BY_WEBHOOK_ANNOTATION not in out["metadata"]["annotations"]
