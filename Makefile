@@ -87,6 +87,7 @@ cluster-status: setup
 
 bench: binaries
 	$(BIN)/python bench/verbs.py
+	$(BIN)/python bench/grpc_verbs.py
 	$(BIN)/python bench/kernels.py
 
 crds: setup

@@ -16,7 +16,12 @@ Reported: pods/s (from the first create to the last bind), per-pod time from
 create to bound p50/p99, per-job time from creating the PodGroup to all 8
 bound p50/p99, and gang pods/s as a ratio of the baseline (budget >= 0.8).
 
-Usage: python bench/e2e.py [--nodes 500] [--pods 400]
+--mode framework runs the same phases on a framework-mode cluster: the volcano
+profile is kube-scheduler-pyextender (the gRPC shim); plain volcano pods pass
+the plugin untouched (no PodGroup), gang members go through the sidecar over
+gRPC and wait in Permit, and kube-scheduler's DefaultBinder binds.
+
+Usage: python bench/e2e.py [--nodes 500] [--pods 400] [--mode extender|framework]
 Last line: one JSON object with every figure.
 """
 
@@ -37,7 +42,7 @@ import msgspec
 import numpy as np
 from kubernetes import client, config
 
-from devcluster.cluster import Cluster
+from devcluster.cluster import MODES, Cluster
 from devcluster.nodes import NodeShape
 
 
@@ -208,12 +213,16 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=400, help="pods per phase (default %(default)s)")
     ap.add_argument("--gang-size", type=int, default=8, help="pods per gang job (default 8)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per phase")
+    ap.add_argument("--mode", choices=MODES, default="extender", help="devcluster mode")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
     cluster = Cluster(f"bench-{os.getpid()}", root=root)
-    say(f"starting a devcluster with {args.nodes} nodes in {root}")
+    say(f"starting a {args.mode}-mode devcluster with {args.nodes} nodes in {root}")
     st = cluster.up(
-        nodes=args.nodes, shape=NodeShape(cpu="64", memory="512Gi", gpus=8), timeout=600
+        nodes=args.nodes,
+        shape=NodeShape(cpu="64", memory="512Gi", gpus=8),
+        timeout=600,
+        mode=args.mode,
     )
     try:
         cluster.start_sidecar(["--log-level=warning"])
@@ -247,6 +256,7 @@ def main() -> None:
             )
         )
     spread = gangs["gang_bind_spread_p99_s"]
+    print(f"mode: {args.mode}")
     print(f"gang pods/s vs stock kube-scheduler: {ratio:.2f} (budget >= 0.80)")
     print(
         f"plain pods through the extender vs stock: {plain['pods_per_s'] / base['pods_per_s']:.2f}"
@@ -254,6 +264,7 @@ def main() -> None:
     print(f"members of one gang bound within {spread:.2f}s of each other (p99)")
     summary = {
         "bench": "e2e",
+        "mode": args.mode,
         "nodes": args.nodes,
         "baseline": base,
         "extender_no_gang": plain,

@@ -1,0 +1,238 @@
+"""Filter and Score over gRPC (framework mode) against the HTTP extender verbs, same run.
+
+One child process, pinned to one core, runs what the sidecar runs: the real
+ASGI app under uvicorn and the real grpc.aio server (pyextender.v1.Scheduler
+on a Unix socket, as the shim dials it), in one uvloop event loop over one
+Extender whose cache holds N nodes (8 GPUs each, a few pods on most; the same
+cache as bench/verbs.py). This process, pinned to the other core, alternates
+the two front ends request by request, so both see the same machine:
+
+  HTTP  POST /filter, /prioritize with the Pod and all node names (nodeCacheCapable)
+  gRPC  Filter, Score with the pod's identity and all node names
+
+Bodies are encoded once and replies are read as bytes on both sides, so the
+figures are transport + server work, not client-side encoding.
+
+Usage: python bench/grpc_verbs.py [--nodes 1000,5000,10000] [--requests 1000]
+Last line: one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from verbs import build_extender, free_port, pct, pod_doc
+
+from pyextender.server.proto_gen.pyextender.v1 import scheduler_pb2 as pb
+
+SERVICE = "/pyextender.v1.Scheduler"
+POD = "incoming"
+
+
+async def _serve(nodes: int, port: int, sock: str) -> None:
+    import uvicorn
+
+    from pyextender.server.app import freeze_heap, tune_gc
+    from pyextender.server.grpc_server import GrpcOptions, GrpcServer
+    from pyextender.server.grpc_service import SchedulerService
+    from pyextender.server.http import ExtenderApp
+
+    ext = build_extender(nodes)
+    ext.cache.pod_event("ADDED", pod_doc(POD, 4, None))  # gRPC names the pod; the cache has it
+    tune_gc()
+    freeze_heap()
+
+    def ready() -> tuple[bool, str]:
+        return True, "ok"
+
+    grpc_server = GrpcServer(SchedulerService(ext, 20.0), GrpcOptions(socket=sock), ready)
+    await grpc_server.start()
+    config = uvicorn.Config(
+        ExtenderApp(ext, ready),
+        host="127.0.0.1",
+        port=port,
+        log_level="error",
+        access_log=False,
+        http="httptools",
+        lifespan="off",
+    )
+    await uvicorn.Server(config).serve()
+
+
+def serve(nodes: int, port: int, sock: str) -> None:
+    os.sched_setaffinity(0, {0})
+    import uvloop
+
+    uvloop.run(_serve(nodes, port, sock))
+
+
+def _wait_up(port: int, sock: str, proc: subprocess.Popen[bytes]) -> http.client.HTTPConnection:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c.request("GET", "/healthz")
+            c.getresponse().read()
+            if os.path.exists(sock):
+                return c
+        except OSError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise SystemExit("bench server did not start")
+        time.sleep(0.1)
+
+
+def _http(c: http.client.HTTPConnection, path: str, body: bytes) -> float:
+    t0 = time.perf_counter()
+    c.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+    resp = c.getresponse()
+    resp.read()
+    took = (time.perf_counter() - t0) * 1000
+    if resp.status != 200:
+        raise SystemExit(f"{path}: HTTP {resp.status}")
+    return took
+
+
+def _grpc(call: Any, body: bytes) -> float:
+    t0 = time.perf_counter()
+    call(body, timeout=10)
+    return (time.perf_counter() - t0) * 1000
+
+
+def run(nodes: int, requests: int) -> dict[str, Any]:
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        sock = str(Path(tmp) / "sched.sock")
+        args = [
+            sys.executable,
+            __file__,
+            "--serve",
+            str(nodes),
+            "--port",
+            str(port),
+            "--sock",
+            sock,
+        ]
+        proc = subprocess.Popen(args)
+        try:
+            c = _wait_up(port, sock, proc)
+            os.sched_setaffinity(0, {1 % (os.cpu_count() or 1)})
+            channel = grpc.insecure_channel(f"unix://{sock}")
+            names = [f"node-{i:05d}" for i in range(nodes)]
+            ref = pb.PodRef(uid=f"uid-{POD}", namespace="bench", name=POD, resource_version="1")
+            http_body = json.dumps({"Pod": pod_doc(POD, 4, None), "NodeNames": names}).encode()
+            grpc_filter = pb.FilterRequest(pod=ref, node_names=names).SerializeToString()
+            grpc_score = pb.ScoreRequest(pod=ref, node_names=names).SerializeToString()
+            pairs = {
+                "filter": ("/filter", channel.unary_unary(f"{SERVICE}/Filter"), grpc_filter),
+                "score": ("/prioritize", channel.unary_unary(f"{SERVICE}/Score"), grpc_score),
+            }
+            res: dict[str, Any] = {
+                "nodes": nodes,
+                "http_request_bytes": len(http_body),
+                "grpc_request_bytes": len(grpc_score),
+            }
+            warm = max(requests // 10, 50)
+            # transport baselines: a call that does no work on either front end
+            check = channel.unary_unary("/grpc.health.v1.Health/Check")
+            empty_check = b""
+            hz: list[float] = []
+            gz: list[float] = []
+            for i in range(warm + requests):
+                t0 = time.perf_counter()
+                c.request("GET", "/healthz")
+                c.getresponse().read()
+                t1 = time.perf_counter()
+                check(empty_check, timeout=10)
+                t2 = time.perf_counter()
+                if i >= warm:
+                    hz.append((t1 - t0) * 1000)
+                    gz.append((t2 - t1) * 1000)
+            res["noop_http_p50_ms"], res["noop_http_p99_ms"] = pct(hz, 50), pct(hz, 99)
+            res["noop_grpc_p50_ms"], res["noop_grpc_p99_ms"] = pct(gz, 50), pct(gz, 99)
+            for verb, (path, call, body) in pairs.items():
+                for _ in range(warm):
+                    _http(c, path, http_body)
+                    _grpc(call, body)
+                h: list[float] = []
+                g: list[float] = []
+                for _ in range(requests):  # alternate, so both see the same machine
+                    h.append(_http(c, path, http_body))
+                    g.append(_grpc(call, body))
+                for front, lat in (("http", h), ("grpc", g)):
+                    res[f"{verb}_{front}_p50_ms"] = pct(lat, 50)
+                    res[f"{verb}_{front}_p99_ms"] = pct(lat, 99)
+                    res[f"{verb}_{front}_mean_ms"] = statistics.fmean(lat)
+                res[f"{verb}_grpc_p99_below_http"] = pct(g, 99) < pct(h, 99)
+            channel.close()
+            c.close()
+            return res
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--nodes", default="1000,5000,10000", help="comma-separated cache sizes")
+    ap.add_argument("--requests", type=int, default=1000, help="measured requests per verb")
+    ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--sock", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve is not None:
+        serve(args.serve, args.port, args.sock)
+        return
+    results = []
+    for n in (int(x) for x in args.nodes.split(",")):
+        print(
+            f"bench/grpc_verbs: {n} nodes, {args.requests} requests per verb and front end...",
+            file=sys.stderr,
+            flush=True,
+        )
+        results.append(run(n, args.requests))
+    head = ("nodes", "call", "HTTP p50", "HTTP p99", "gRPC p50", "gRPC p99", "gRPC p99 < HTTP")
+    print("{:>6} {:<7} {:>9} {:>9} {:>9} {:>9} {:>16}".format(*head))
+    for r in results:
+        cells = (
+            r["nodes"],
+            "no-op",
+            r["noop_http_p50_ms"],
+            r["noop_http_p99_ms"],
+            r["noop_grpc_p50_ms"],
+            r["noop_grpc_p99_ms"],
+            "",
+        )
+        print("{:>6} {:<7} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>16}".format(*cells))
+        for verb in ("filter", "score"):
+            cells = (
+                r["nodes"],
+                verb,
+                r[f"{verb}_http_p50_ms"],
+                r[f"{verb}_http_p99_ms"],
+                r[f"{verb}_grpc_p50_ms"],
+                r[f"{verb}_grpc_p99_ms"],
+                "yes" if r[f"{verb}_grpc_p99_below_http"] else "NO",
+            )
+            print("{:>6} {:<7} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>16}".format(*cells))
+    print("milliseconds per call; HTTP score = POST /prioritize; no-op = GET /healthz and")
+    print("grpc.health.v1.Health/Check (transport only). Goal (DESIGN.md §5): gRPC Score")
+    print("p99 at 5,000 nodes below the HTTP verb's in the same run.")
+    print(json.dumps({"bench": "grpc_verbs", "results": results}))
+
+
+if __name__ == "__main__":
+    main()
