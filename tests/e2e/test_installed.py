@@ -341,6 +341,67 @@ def test_removing_the_adoption_label_releases_gated_pods(
     wait_for("gates lifted after the label went", released, timeout=30)
 
 
+def _can(api: client.ApiClient, sa: str, verb: str, resource: str, **extra: str) -> bool:
+    """The real authorizer's answer for ServiceAccount ``sa`` of the release."""
+    attrs = {"verb": verb, "resource": resource, **extra}
+    review = client.AuthorizationV1Api(api).create_subject_access_review(
+        {
+            "spec": {
+                "user": f"system:serviceaccount:{NAMESPACE}:{sa}",
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"],
+                "resourceAttributes": attrs,
+            }
+        }
+    )
+    return bool(review.status.allowed)
+
+
+@pytest.mark.parametrize(
+    ("sa", "verb", "resource", "extra", "allowed"),
+    [
+        ("pyextender-webhook", "get", "queues", {"group": "scheduling.volcano.sh"}, True),
+        ("pyextender-webhook", "list", "pods", {}, False),
+        ("pyextender-webhook", "get", "secrets", {"namespace": "kube-system"}, False),
+        ("pyextender-webhook", "get", "secrets", {"namespace": NAMESPACE, "name": "other"}, False),
+        (
+            "pyextender-webhook",
+            "update",
+            "secrets",
+            {"namespace": NAMESPACE, "name": "pyextender-webhook-tls"},
+            True,
+        ),
+        ("pyextender-controllers", "create", "pods", {"namespace": "x"}, True),
+        ("pyextender-controllers", "create", "bindings", {"namespace": "x"}, False),
+        ("pyextender-controllers", "get", "secrets", {"namespace": "x"}, False),
+        ("pyextender-scheduler", "create", "pods/eviction", {"namespace": "x"}, True),
+        ("pyextender-scheduler", "patch", "nodes", {}, False),
+        ("pyextender-scheduler", "get", "secrets", {"namespace": "x"}, False),
+        (
+            "pyextender-scheduler",
+            "update",
+            "leases",
+            {"group": "coordination.k8s.io", "namespace": "kube-system", "name": "kube-scheduler"},
+            True,  # upstream system:kube-scheduler grants it; our config never uses it
+        ),
+        ("pyextender-scheduler", "delete", "jobs", {"group": "batch.volcano.sh"}, False),
+    ],
+)
+def test_least_privilege_as_the_api_server_sees_it(
+    installed: Release,
+    api: client.ApiClient,
+    sa: str,
+    verb: str,
+    resource: str,
+    extra: dict[str, str],
+    allowed: bool,
+) -> None:
+    sub = ""
+    if "/" in resource:
+        resource, sub = resource.split("/", 1)
+    attrs = {**extra, **({"subresource": sub} if sub else {})}
+    assert _can(api, sa, verb, resource, **attrs) is allowed
+
+
 def test_no_component_was_refused_by_rbac(installed: Release) -> None:
     """Every API call each component made so far was allowed: RBAC denials read
     "forbidden" in every component's log (Python: 403 Forbidden; Go: ... is forbidden)."""
