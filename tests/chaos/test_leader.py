@@ -206,7 +206,8 @@ def test_leader_cut_exactly_one_leader_acts(replicas: Replicas, api: client.ApiC
     enqueued = _events(api, ns, "Enqueued")
     print(
         f"leader cut: B leads {took_over:.1f}s after the cut (A stepped down after "
-        f"{'-' if stepped_down is None else f'{stepped_down:.1f}'}s); leader samples {watch.samples} (+{watch.unreadable} unreadable), "
+        f"{stepped_down or 0:.1f}s); leader samples {watch.samples} "
+        f"(+{watch.unreadable} unreadable), "
         f"both leading in {watch.both} single samples, {watch.both_in_a_row} in a row; "
         f"A's ok writes before/at the cut/after: {a_ok_before}/{a_ok_cut}/{a_ok_after}, fenced "
         f"{fenced}; {len(work.gangs)} gangs; invariants: {checker.summary()}"
