@@ -10,10 +10,16 @@ the two front ends request by request, so both see the same machine:
   HTTP  POST /filter, /prioritize with the Pod and all node names (nodeCacheCapable)
   gRPC  Filter, Score with the pod's identity and all node names
 
-Bodies are encoded once and replies are read as bytes on both sides, so the
-figures are transport + server work, not client-side encoding.
+Python client: bodies are encoded once and replies are read as bytes on both
+sides, so the figures are transport + server work, not client-side encoding.
 
-Usage: python bench/grpc_verbs.py [--nodes 1000,5000,10000] [--requests 1000]
+Go client (shim/benchclient, skipped with --no-go-client): the callers as they
+really are, kube-scheduler's HTTPExtender (encoding/json of ExtenderArgs with the
+whole Pod, reply decoded) and the shim (protobuf PodRef + names, reply
+decoded), again alternating call by call. Python's gRPC client costs a few
+hundred microseconds per call more than http.client; Go's does not.
+
+Usage: python bench/grpc_verbs.py [--nodes 1000,5000,10000] [--requests 1000] [--no-go-client]
 Last line: one JSON object with every figure.
 """
 
@@ -23,6 +29,7 @@ import argparse
 import http.client
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -112,7 +119,42 @@ def _grpc(call: Any, body: bytes) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-def run(nodes: int, requests: int) -> dict[str, Any]:
+SHIM_DIR = Path(__file__).resolve().parent.parent / "shim"
+
+
+def build_go_client(out: Path) -> Path | None:
+    """shim/benchclient, built like devcluster builds (Go's cache makes it quick)."""
+    go = shutil.which("go")
+    if go is None:
+        print("bench/grpc_verbs: no Go toolchain; skipping the Go client", file=sys.stderr)
+        return None
+    exe = out / "benchclient"
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod")
+    cmd = [go, "build", "-trimpath", "-o", str(exe), "./benchclient"]
+    subprocess.run(cmd, cwd=SHIM_DIR, env=env, check=True)
+    return exe
+
+
+def go_client(exe: Path, port: int, sock: str, nodes: int, requests: int, tmp: str) -> Any:
+    pod_file = Path(tmp) / "pod.json"
+    doc = pod_doc(POD, 4, None)
+    doc["metadata"]["resourceVersion"] = "1"
+    pod_file.write_text(json.dumps(doc))
+    cmd = [
+        str(exe),
+        f"-http=http://127.0.0.1:{port}",
+        f"-grpc=unix://{sock}",
+        f"-pod={pod_file}",
+        f"-nodes={nodes}",
+        f"-requests={requests}",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
+    if out.returncode != 0:
+        raise SystemExit(f"bench/grpc_verbs: Go client failed: {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+def run(nodes: int, requests: int, go_exe: Path | None = None) -> dict[str, Any]:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         sock = str(Path(tmp) / "sched.sock")
@@ -179,6 +221,13 @@ def run(nodes: int, requests: int) -> dict[str, Any]:
                 res[f"{verb}_grpc_p99_below_http"] = pct(g, 99) < pct(h, 99)
             channel.close()
             c.close()
+            if go_exe is not None:
+                go = go_client(go_exe, port, sock, nodes, requests, tmp)
+                for key, value in go.items():
+                    res[f"go_{key}"] = value
+                for verb in ("filter", "score"):
+                    below = go[f"{verb}_grpc_p99_ms"] < go[f"{verb}_http_p99_ms"]
+                    res[f"go_{verb}_grpc_p99_below_http"] = below
             return res
         finally:
             proc.terminate()
@@ -192,10 +241,13 @@ def main() -> None:
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--sock", help=argparse.SUPPRESS)
+    ap.add_argument("--no-go-client", action="store_true", help="only the Python client")
     args = ap.parse_args()
     if args.serve is not None:
         serve(args.serve, args.port, args.sock)
         return
+    build_dir = Path(tempfile.mkdtemp(prefix="grpc-verbs-"))
+    go_exe = None if args.no_go_client else build_go_client(build_dir)
     results = []
     for n in (int(x) for x in args.nodes.split(",")):
         print(
@@ -203,8 +255,10 @@ def main() -> None:
             file=sys.stderr,
             flush=True,
         )
-        results.append(run(n, args.requests))
+        results.append(run(n, args.requests, go_exe))
+    shutil.rmtree(build_dir, ignore_errors=True)
     head = ("nodes", "call", "HTTP p50", "HTTP p99", "gRPC p50", "gRPC p99", "gRPC p99 < HTTP")
+    print("Python client (bodies encoded once, replies read as bytes):")
     print("{:>6} {:<7} {:>9} {:>9} {:>9} {:>9} {:>16}".format(*head))
     for r in results:
         cells = (
@@ -228,6 +282,20 @@ def main() -> None:
                 "yes" if r[f"{verb}_grpc_p99_below_http"] else "NO",
             )
             print("{:>6} {:<7} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>16}".format(*cells))
+    if go_exe is not None:
+        print("Go client (kube-scheduler's HTTPExtender encoding vs the shim's protobuf):")
+        for r in results:
+            for verb in ("filter", "score"):
+                cells = (
+                    r["nodes"],
+                    verb,
+                    r[f"go_{verb}_http_p50_ms"],
+                    r[f"go_{verb}_http_p99_ms"],
+                    r[f"go_{verb}_grpc_p50_ms"],
+                    r[f"go_{verb}_grpc_p99_ms"],
+                    "yes" if r[f"go_{verb}_grpc_p99_below_http"] else "NO",
+                )
+                print("{:>6} {:<7} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>16}".format(*cells))
     print("milliseconds per call; HTTP score = POST /prioritize; no-op = GET /healthz and")
     print("grpc.health.v1.Health/Check (transport only). Goal (DESIGN.md §5): gRPC Score")
     print("p99 at 5,000 nodes below the HTTP verb's in the same run.")

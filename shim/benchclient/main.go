@@ -1,0 +1,136 @@
+// Command benchclient times Filter and Score calls against a running sidecar
+// the way kube-scheduler makes them, alternating the two front ends call by
+// call: the HTTP extender verbs (encoding/json of ExtenderArgs with the whole
+// Pod, as kube-scheduler's HTTPExtender does) and the gRPC contract (the shim's
+// PodRef and node names). Each call encodes its request and decodes its reply.
+// bench/grpc_verbs.py runs it; it prints one JSON object of latencies (ms).
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	v1 "k8s.io/api/core/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	pb "pyextender.io/shim/gen/pyextender/v1"
+)
+
+func main() {
+	base := flag.String("http", "", "extender URL, e.g. http://127.0.0.1:8888")
+	target := flag.String("grpc", "", "gRPC target, e.g. unix:///tmp/sched.sock")
+	podFile := flag.String("pod", "", "the pod as JSON")
+	nodes := flag.Int("nodes", 1000, "node names node-00000 ... to send")
+	requests := flag.Int("requests", 1000, "measured calls per verb and front end")
+	flag.Parse()
+	if err := run(*base, *target, *podFile, *nodes, *requests); err != nil {
+		fmt.Fprintln(os.Stderr, "benchclient:", err)
+		os.Exit(1)
+	}
+}
+
+func run(base, target, podFile string, n, requests int) error {
+	raw, err := os.ReadFile(podFile)
+	if err != nil {
+		return err
+	}
+	pod := &v1.Pod{}
+	if err := json.Unmarshal(raw, pod); err != nil {
+		return fmt.Errorf("%s: %w", podFile, err)
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("node-%05d", i)
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := pb.NewSchedulerClient(conn)
+	ref := &pb.PodRef{Uid: string(pod.UID), ResourceVersion: pod.ResourceVersion, Namespace: pod.Namespace, Name: pod.Name}
+	web := &http.Client{Timeout: 10 * time.Second}
+	args := extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names}
+
+	post := func(verb string, out any) error {
+		body, err := json.Marshal(&args)
+		if err != nil {
+			return err
+		}
+		resp, err := web.Post(base+"/"+verb, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: HTTP %d: %s", verb, resp.StatusCode, data)
+		}
+		return json.Unmarshal(data, out)
+	}
+	calls := map[string][2]func() error{
+		"filter": {
+			func() error { return post("filter", &extenderv1.ExtenderFilterResult{}) },
+			func() error {
+				_, err := client.Filter(context.Background(), &pb.FilterRequest{Pod: ref, NodeNames: names})
+				return err
+			},
+		},
+		"score": {
+			func() error { return post("prioritize", &extenderv1.HostPriorityList{}) },
+			func() error {
+				_, err := client.Score(context.Background(), &pb.ScoreRequest{Pod: ref, NodeNames: names})
+				return err
+			},
+		},
+	}
+	out := map[string]float64{}
+	for _, verb := range []string{"filter", "score"} {
+		var lat [2][]float64
+		for i := 0; i < requests+requests/10; i++ {
+			for front, call := range calls[verb] {
+				t0 := time.Now()
+				if err := call(); err != nil {
+					return err
+				}
+				if i >= requests/10 { // the first tenth warms up
+					lat[front] = append(lat[front], float64(time.Since(t0).Microseconds())/1000)
+				}
+			}
+		}
+		for front, name := range []string{"http", "grpc"} {
+			sort.Float64s(lat[front])
+			out[verb+"_"+name+"_p50_ms"] = percentile(lat[front], 50)
+			out[verb+"_"+name+"_p99_ms"] = percentile(lat[front], 99)
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// percentile of sorted values, nearest rank.
+func percentile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q/100*float64(len(sorted))+0.5) - 1
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(sorted) {
+		i = len(sorted) - 1
+	}
+	return sorted[i]
+}
