@@ -62,6 +62,14 @@ class BadRequest(ValueError):
     """The request is well-formed JSON but cannot be served; names the problem."""
 
 
+def _victim_uid(node: str, pod: dict[str, Any] | None) -> str:
+    """A proposed victim's metadata.uid ("" when absent)."""
+    meta = (pod or {}).get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise BadRequest(f"NodeNameToVictims[{node}].Pods: a victim's metadata must be an object")
+    return str((meta or {}).get("uid") or "")
+
+
 def _node_names(args: ExtenderArgs) -> list[str]:
     if args.NodeNames is not None:
         return args.NodeNames
@@ -208,8 +216,7 @@ class Extender:
                     proposals[node] = None
                     continue
                 metas: list[MetaPod | None] = [
-                    MetaPod(UID=str(((p or {}).get("metadata") or {}).get("uid") or ""))
-                    for p in victims.Pods or []
+                    MetaPod(UID=_victim_uid(node, p)) for p in victims.Pods or []
                 ]
                 proposals[node] = MetaVictims(Pods=metas, NumPDBViolations=victims.NumPDBViolations)
         if self.session is None or not self._ours(pod):

@@ -169,6 +169,17 @@ def test_preempt_converts_full_victims(c: Client) -> None:
     assert body["NodeNameToMetaVictims"]["n8"]["Pods"] == [{"UID": "uid-v"}]
 
 
+@pytest.mark.parametrize("meta", ["oops", [1], 3])
+def test_preempt_victim_metadata_of_the_wrong_type_is_a_400(c: Client, meta: Any) -> None:
+    # found by fuzzing the live verb: a 500 ('str' object has no attribute 'get')
+    full = {"n8": {"Pods": [{"metadata": meta}], "NumPDBViolations": 0}}
+    code, body = c.call(
+        "/preempt", json.dumps({"Pod": _pod("p", 8), "NodeNameToVictims": full}).encode()
+    )
+    assert code == 400, body
+    assert "NodeNameToVictims[n8].Pods" in body["Error"]
+
+
 def _bind(c: Client, name: str, node: str) -> tuple[int, Any]:
     args = {"PodName": name, "PodNamespace": "ns", "PodUID": f"uid-{name}", "Node": node}
     return c.call("/bind", json.dumps(args).encode())
