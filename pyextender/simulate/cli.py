@@ -107,6 +107,11 @@ def register(sub: Any) -> None:
         help="PNG per workload: a file for one workload, else a folder of <workload>.png",
     )
     p.add_argument("--results", type=Path, help="folder keeping each run's curves (reused)")
+    p.add_argument(
+        "--stored-only",
+        action="store_true",
+        help="replay nothing: report the runs found in --results (seeds may differ per policy)",
+    )
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")
     p.set_defaults(func=run)
 
@@ -134,6 +139,9 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         print(f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}", file=sys.stderr)
         return 2
+    if args.stored_only and args.results is None:
+        print("error: --stored-only needs --results", file=sys.stderr)
+        return 2
     try:
         files = pod_lists(args.pods or [DEFAULT_TRACES / "openb_pod_list_default.csv"])
         nodes = load_nodes(args.nodes)
@@ -150,9 +158,9 @@ def run(args: argparse.Namespace) -> int:
                 kept = load_run(args.results, w, name, seed) if args.results else None
                 if kept is not None:
                     results[w][name].append(kept)
-                else:
+                elif not args.stored_only:
                     todo.append((w, name, seed))
-    reused = len(workloads) * len(names) * len(args.seeds) - len(todo)
+    reused = sum(len(runs) for by in results.values() for runs in by.values())
     print(
         f"{len(workloads)} workloads x {len(names)} policies x {len(args.seeds)} seeds on "
         f"{len(gpu_nodes)} nodes ({sum(n.gpus for n in gpu_nodes)} GPUs): {len(todo)} runs on "
@@ -179,13 +187,23 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
+    results = {w: {n: r for n, r in by.items() if r} for w, by in results.items()}
+    results = {w: by for w, by in results.items() if by}
     summary = {
         w: {n: summarise(sorted(runs, key=lambda r: r.seed)) for n, runs in by.items()}
         for w, by in results.items()
     }
-    from pyextender.simulate.report import print_table
+    from pyextender.simulate.report import OURS, print_table
 
-    print_table(summary)
+    # our FGD replay on exactly the seeds ours ran (paired: the same arrivals)
+    fgd_paired = {
+        w: summarise(sorted((r for r in by["fgd"] if r.seed in seeds), key=lambda r: r.seed))
+        for w, by in results.items()
+        if OURS in by
+        and "fgd" in by
+        and (seeds := {r.seed for r in by[OURS]}) <= {r.seed for r in by["fgd"]}
+    }
+    print_table(summary, fgd_paired)
     if args.plot:
         from pyextender.simulate.plot import plot_workload
 

@@ -59,8 +59,8 @@ def plot_workload(workload: str, by_policy: dict[str, list[Run]], out: Path) -> 
         color = colors[i % len(colors)]
         width = 2.4 if name == "pyextender" else 1.4
         mean, sd = _band(runs, "alloc")
-        ymin = min(ymin, float(np.nanmin(mean[zoom])))
-        ax_a.plot(x[zoom], mean[zoom], color=color, lw=width, label=name)
+        ymin = min(ymin, float(np.nanmin(mean[90 : hi + 1])))
+        ax_a.plot(x[zoom], mean[zoom], color=color, lw=width, label=f"{name} ({len(runs)} seeds)")
         ax_a.fill_between(x[zoom], (mean - sd)[zoom], (mean + sd)[zoom], color=color, alpha=0.15)
         if ref:
             diff, dsd = _paired_diff(runs, ref)
@@ -92,7 +92,7 @@ def plot_workload(workload: str, by_policy: dict[str, list[Run]], out: Path) -> 
     ax_a.legend(loc="lower right", fontsize=8)
     if not ref:
         ax_d.text(0.5, 0.5, f"no {REFERENCE} runs", ha="center", transform=ax_d.transAxes)
-    fig.suptitle(f"openb trace replay: {workload} (mean over {seeds} seeds)")
+    fig.suptitle(f"openb trace replay: {workload} (mean over up to {seeds} seeds per policy)")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
