@@ -79,7 +79,8 @@ def _node_names(args: ExtenderArgs) -> list[str]:
             raise BadRequest("Nodes.items must be a list")
         names: list[str] = []
         for item in items:
-            name = ((item or {}).get("metadata") or {}).get("name")
+            meta = item.get("metadata") if isinstance(item, dict) else None
+            name = meta.get("name") if isinstance(meta, dict) else None
             if not isinstance(name, str):
                 raise BadRequest("Nodes.items[].metadata.name must be a string")
             names.append(name)

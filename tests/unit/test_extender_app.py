@@ -169,6 +169,16 @@ def test_preempt_converts_full_victims(c: Client) -> None:
     assert body["NodeNameToMetaVictims"]["n8"]["Pods"] == [{"UID": "uid-v"}]
 
 
+@pytest.mark.parametrize("item", [[None], "n8", 3, {"metadata": "n8"}, {"metadata": [1]}])
+def test_node_list_items_of_the_wrong_type_are_a_400(c: Client, item: Any) -> None:
+    # found by fuzzing the live verbs: a 500 ('list' object has no attribute 'get')
+    for verb in ("/filter", "/prioritize"):
+        nodes = {"items": [{"metadata": {"name": "n8"}}, item]}
+        code, body = c.call(verb, json.dumps({"Pod": _pod("p", 1), "Nodes": nodes}).encode())
+        assert code == 400, body
+        assert "Nodes.items[].metadata.name" in body["Error"]
+
+
 @pytest.mark.parametrize("meta", ["oops", [1], 3])
 def test_preempt_victim_metadata_of_the_wrong_type_is_a_400(c: Client, meta: Any) -> None:
     # found by fuzzing the live verb: a 500 ('str' object has no attribute 'get')
