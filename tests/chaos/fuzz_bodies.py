@@ -104,6 +104,7 @@ RAW = st.one_of(
 )
 
 
-def bodies(base: dict[str, Any]) -> st.SearchStrategy[bytes]:
-    """Structured mutations of ``base`` (3 in 4) and raw bytes (1 in 4)."""
-    return st.one_of(mutated(base), mutated(base), mutated(base), RAW)
+def bodies(bases: list[dict[str, Any]]) -> st.SearchStrategy[bytes]:
+    """Structured mutations of one of ``bases`` (3 in 4) and raw bytes (1 in 4)."""
+    structured = st.sampled_from(bases).flatmap(mutated)
+    return st.one_of(structured, structured, structured, RAW)

@@ -63,6 +63,16 @@ def _pod(name: str, namespace: str) -> dict[str, Any]:
 NODES = ["kwok-node-0", "kwok-node-1"]
 GHOST_POD = _pod("ghost", GHOST_NS)
 
+NODE_LIST = {
+    "items": [
+        {
+            "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+            "status": {"allocatable": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "8"}},
+        }
+        for n in NODES
+    ]
+}
+
 EXTENDER_BASES: dict[str, dict[str, Any]] = {
     "/filter": {"Pod": GHOST_POD, "NodeNames": NODES},
     "/prioritize": {"Pod": GHOST_POD, "NodeNames": NODES},
@@ -79,29 +89,94 @@ EXTENDER_BASES: dict[str, dict[str, Any]] = {
 }
 
 
-def _review(path: str) -> dict[str, Any]:
-    if path == "/validate":
-        obj: dict[str, Any] = {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
+EXTENDER_EXTRA: dict[str, list[dict[str, Any]]] = {
+    "/filter": [{"Pod": GHOST_POD, "Nodes": NODE_LIST}],
+    "/prioritize": [{"Pod": GHOST_POD, "Nodes": NODE_LIST}],
+    "/preempt": [
+        {"Pod": GHOST_POD, "NodeNameToVictims": EXTENDER_BASES["/preempt"]["NodeNameToVictims"]}
+    ],
+}
+"""More envelopes per verb (the full node list; full victims only)."""
+
+VOLCANO = "scheduling.volcano.sh"
+VALIDATED: list[tuple[dict[str, Any], dict[str, str], str]] = [
+    (
+        {
+            "apiVersion": f"{VOLCANO}/v1beta1",
             "kind": "PodGroup",
             "metadata": {"name": "pg", "namespace": REAL_NS},
             "spec": {"minMember": 2, "queue": "default", "minResources": {"cpu": "1"}},
-        }
-        kind = {"group": "scheduling.volcano.sh", "version": "v1beta1", "kind": "PodGroup"}
-        resource = {"group": "scheduling.volcano.sh", "version": "v1beta1", "resource": "podgroups"}
-    else:
-        obj = _pod("p", REAL_NS)
-        obj["metadata"]["annotations"] = {GROUP_NAME_ANNOTATION: "pg"}
-        kind = {"group": "", "version": "v1", "kind": "Pod"}
-        resource = {"group": "", "version": "v1", "resource": "pods"}
+        },
+        {"group": VOLCANO, "version": "v1beta1", "kind": "PodGroup"},
+        "podgroups",
+    ),
+    (
+        {
+            "apiVersion": f"{VOLCANO}/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "q"},
+            "spec": {
+                "weight": 1,
+                "parent": "root",
+                "capability": {"cpu": "8", "nvidia.com/gpu": "4"},
+                "deserved": {"cpu": "4"},
+                "guarantee": {"resource": {"cpu": "1"}},
+            },
+        },
+        {"group": VOLCANO, "version": "v1beta1", "kind": "Queue"},
+        "queues",
+    ),
+    (
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "j", "namespace": REAL_NS},
+            "spec": {
+                "minAvailable": 2,
+                "queue": "default",
+                "schedulerName": "volcano",
+                "policies": [{"event": "PodFailed", "action": "RestartJob"}],
+                "tasks": [
+                    {
+                        "name": "worker",
+                        "replicas": 2,
+                        "minAvailable": 2,
+                        "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}},
+                    }
+                ],
+            },
+        },
+        {"group": "batch.volcano.sh", "version": "v1alpha1", "kind": "Job"},
+        "jobs",
+    ),
+]
+"""Objects the validating webhook judges: (object, kind, resource)."""
+
+
+def _reviews(path: str) -> list[dict[str, Any]]:
+    """AdmissionReviews for ``path``; the first is the one replayed before and after."""
+    if path == "/validate":
+        out = [_review(obj, kind, res) for obj, kind, res in VALIDATED]
+        update = _review(*VALIDATED[0])
+        update["request"]["operation"] = "UPDATE"
+        update["request"]["oldObject"] = VALIDATED[0][0]
+        return [*out, update]
+    obj = _pod("p", REAL_NS)
+    obj["metadata"]["annotations"] = {GROUP_NAME_ANNOTATION: "pg"}
+    return [_review(obj, {"group": "", "version": "v1", "kind": "Pod"}, "pods")]
+
+
+def _review(obj: dict[str, Any], kind: dict[str, str], resource: str) -> dict[str, Any]:
+    group, version = kind["group"], kind["version"]
+    resource_ = {"group": group, "version": version, "resource": resource}
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
         "request": {
             "uid": "0d5c6e3a-1111-2222-3333-444455556666",
             "kind": kind,
-            "resource": resource,
-            "namespace": REAL_NS,
+            "resource": resource_,
+            "namespace": obj["metadata"].get("namespace", ""),
             "name": obj["metadata"]["name"],
             "operation": "CREATE",
             "userInfo": {"username": "fuzzer"},
@@ -153,7 +228,10 @@ def _cache(url: str) -> tuple[float, float]:
 
 
 def _fuzz(
-    endpoint: Endpoint, path: str, base: dict[str, Any], check: Callable[[int, bytes], str]
+    endpoint: Endpoint,
+    path: str,
+    bases: list[dict[str, Any]],
+    check: Callable[[int, bytes], str],
 ) -> tuple[int, float]:
     """Runs EXAMPLES bodies; returns (inputs sent, seconds)."""
     sent = [0]
@@ -165,7 +243,7 @@ def _fuzz(
         suppress_health_check=list(HealthCheck),
         derandomize=False,
     )
-    @given(body=bodies(base))
+    @given(body=bodies(bases))
     def one(body: bytes) -> None:
         sent[0] += 1
         status, data = endpoint.post(path, body)
@@ -207,7 +285,8 @@ def test_fuzz_extender_verb(cluster: Cluster, path: str) -> None:
     url = st_.extender_url
     ext = Endpoint(url)
     before_cache, before_filter, before_bound = _cache(url), _real_filter(ext), _bound_pods(cluster)
-    sent, took = _fuzz(ext, path, EXTENDER_BASES[path], _extender_check)
+    bases = [EXTENDER_BASES[path], *EXTENDER_EXTRA.get(path, [])]
+    sent, took = _fuzz(ext, path, bases, _extender_check)
     print(f"fuzz {path}: {sent} inputs in {took:.1f}s, 0 5xx")
     assert sent >= EXAMPLES, f"only {sent} inputs were sent"
     status, _ = Endpoint(url).get("/healthz")
@@ -223,11 +302,11 @@ def test_fuzz_webhook(cluster: Cluster, path: str) -> None:
     assert st_ is not None
     ca = str(Path(st_.dir) / "pki" / "ca.crt")
     hook = Endpoint(webhook_url(cluster), ca=ca)
-    real = json.dumps(_review(path)).encode()
+    real = json.dumps(_reviews(path)[0]).encode()
     status, data = hook.post(path, real)
     assert status == 200, data
     before = decoded(data)["response"]
-    sent, took = _fuzz(hook, path, _review(path), _webhook_check)
+    sent, took = _fuzz(hook, path, _reviews(path), _webhook_check)
     print(f"fuzz {path}: {sent} inputs in {took:.1f}s, 0 5xx")
     assert sent >= EXAMPLES, f"only {sent} inputs were sent"
     status, _ = hook.get("/healthz")
