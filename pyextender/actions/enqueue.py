@@ -62,7 +62,14 @@ def account_admitted(ssn: Session, decisions: Decisions) -> None:
             place(ssn.free, [t.request for t in open_tasks], resources, commit=True)
         short = job.min_member - job.bound_count - len(open_tasks)
         if short > 0:
-            decisions.lift.extend([t for t in pending if t.gated][:short])
+            relift = [t for t in pending if t.gated][:short]
+            decisions.lift.extend(relift)
+            # These gates are coming off (just lifted, and the watch has not shown it
+            # yet; or a lift that failed or was cut short by a crash): the members
+            # hold their capacity and their queue's share now, or a second gang could
+            # be admitted into the same room, past a queue's capability.
+            place(ssn.free, [t.request for t in relift], resources, commit=True)
+            ssn.allocate(job, sum((t.request for t in relift), start=np.zeros_like(job.allocated)))
 
 
 def enqueue(ssn: Session, decisions: Decisions, backfill: bool = True) -> None:
