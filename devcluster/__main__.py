@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         "build",
         help="build the upstream binaries that are missing from the cache",
         description=(
-            "Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, "
+            "Build etcd, kube-apiserver, kube-scheduler, kubectl, "
             "kwok and helm from the wrapper Go modules into the binary cache "
             "($PYEXTENDER_BIN_CACHE, default ~/.cache/pyextender/bin), one folder per "
             "component and version. Each binary is checked to run (its version command) "

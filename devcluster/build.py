@@ -95,7 +95,6 @@ COMPONENTS: tuple[Component, ...] = (
         (
             _kube("kube-apiserver"),
             _kube("kube-scheduler"),
-            _kube("kube-controller-manager"),
             Binary(
                 "kubectl",
                 "k8s.io/kubernetes/cmd/kubectl",
