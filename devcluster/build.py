@@ -70,7 +70,7 @@ def source_hash(
     h = hashlib.sha256()
     for f in sorted(folder.rglob("*")):
         rel = f.relative_to(folder)
-        if rel.parts and rel.parts[0] in skip or f.name.endswith("_test.go"):
+        if (rel.parts and rel.parts[0] in skip) or f.name.endswith("_test.go"):
             continue
         if f.is_file() and f.suffix in suffixes:
             h.update(str(f.relative_to(folder)).encode())
