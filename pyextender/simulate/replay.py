@@ -140,6 +140,15 @@ def _frag(state: ClusterState, rows: IntArray, classes: TaskClasses) -> npt.NDAr
     return res.before
 
 
+def spec_rows(state: ClusterState, rows: IntArray, spec: tuple[str, ...]) -> IntArray:
+    """The rows whose GPU model the pod accepts (REPLAY.md §3). In a cluster this is the
+    pod's node affinity on the GPU model label, which kube-scheduler filters before it
+    asks the extender, so the profile never sees the other nodes either."""
+    ids = [state.gpu.model_id(m) for m in spec]
+    kept: IntArray = rows[np.isin(state.gpu.model[rows], ids)]
+    return kept
+
+
 def replay(
     nodes: Sequence[NodeRow],
     original: Sequence[PodRow],
@@ -177,7 +186,8 @@ def replay(
                 TaskClass(row_pod.cpu_milli, min(row_pod.gpu_milli, 1000), row_pod.num_gpu)
             )
         ctx = PodContext(pod=pod, state=state, request=state.vector(pod.requests))
-        feasible = profile.filter(ctx, rows).feasible()
+        candidates = rows if not row_pod.gpu_spec else spec_rows(state, rows, row_pod.gpu_spec)
+        feasible = profile.filter(ctx, candidates).feasible()
         a += row_pod.demand
         if feasible.shape[0]:
             scores = profile.score(ctx, feasible)

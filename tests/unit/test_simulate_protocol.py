@@ -167,3 +167,16 @@ def test_ours_never_sees_the_protocol_classes(monkeypatch: pytest.MonkeyPatch) -
     assert ours.gpu.fixed_classes is None and ours.gpu.learned.counts.total() == 2
     assert not ours.gpu.learn_on_bind
     assert fgd.gpu.fixed_classes is not None
+
+
+def test_gpu_spec_limits_a_pod_to_the_models_it_accepts() -> None:
+    from pyextender.simulate.policies import POLICIES
+    from pyextender.simulate.replay import replay
+
+    nodes = [NodeRow("t4", 32_000, 65536, 2, "T4"), NodeRow("p100", 32_000, 65536, 1, "P100")]
+    only_p100 = [PodRow(f"p{i}", 1000, 1024, 1, 1000, ("P100",)) for i in range(2)]
+    anywhere = [PodRow("q", 1000, 1024, 1, 1000, ())]
+    for name in ("pyextender", "fgd", "best-fit"):
+        # one P100 GPU: the second P100-only pod is turned away although the T4s are free
+        res = replay(nodes, only_p100, only_p100 + anywhere, POLICIES[name], 42, time.perf_counter)
+        assert res.placed == 2, name
