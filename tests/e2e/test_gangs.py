@@ -12,17 +12,13 @@ framework mode (kube-scheduler built with the shim, gang barrier in Permit).
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,36 +37,23 @@ from tests.e2e.kube import (
     queue,
     wait_for,
 )
+from tests.e2e.waits import Sampler, barrier_waiting, cycles_pass
 
 pytestmark = pytest.mark.e2e
 
 
-class Sampler:
-    """Samples how many of a gang's pods are bound, every 100 ms, in a thread."""
-
-    def __init__(self, count: Callable[[], int]) -> None:
-        self.count = count
-        self.seen: list[int] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            with contextlib.suppress(Exception):  # an API hiccup: skip this sample
-                self.seen.append(self.count())
-            time.sleep(0.1)
-
-    def partial_runs(self, size: int) -> int:
-        """Pairs of consecutive samples both strictly between 0 and size: a partial gang
-        that lasted over 100 ms (one sample may catch the binds of a burst)."""
-        pairs = itertools.pairwise(self.seen)
-        return sum(1 for a, b in pairs if 0 < a < size and 0 < b < size)
-
-    def close(self) -> list[int]:
-        self.stop.set()
-        self.thread.join(5)
-        return self.seen
+def _held(env: Env, names: list[str]) -> int:
+    """Members held for their gang: in the bind verb's barrier (extender mode) or,
+    as the sidecar last told the shim, waiting in Permit (framework mode)."""
+    if env.mode == "extender":
+        return int(barrier_waiting(env.sidecar))
+    keys = {f"{env.namespace}/{n}" for n in names}
+    ready = [
+        int(d.get("ready", 0))  # type: ignore[call-overload]
+        for d in _decisions(env.sidecar)
+        if d["verb"] == "permit" and d["pod"] in keys and d.get("result") == "wait"
+    ]
+    return max(ready, default=0)
 
 
 def _decisions(url: str) -> list[dict[str, object]]:
@@ -90,8 +73,8 @@ def test_gang_all_or_nothing(env: Env) -> None:
         "an Unschedulable condition", lambda: condition(api, namespace, "g", "Unschedulable")
     )
     assert why.startswith("2/8 tasks in gang unschedulable: Insufficient nvidia.com/gpu"), why
-    time.sleep(2)
-    assert max(sampler.seen) == 0, "a gang member bound with only 6 of 8 GPUs free"
+    cycles_pass(sidecar, 3)  # three more chances to (wrongly) admit it
+    assert sampler.seen and max(sampler.seen) == 0, "a member bound with only 6 of 8 GPUs free"
     core.delete_namespaced_pod("block-2", namespace, grace_period_seconds=0)
     wait_for("all 8 bound", lambda: bound_of(core, namespace, names) == 8, timeout=60)
     seen = sampler.close()
@@ -124,11 +107,16 @@ def test_two_gangs_that_fit_alone_but_not_together(env: Env) -> None:
         lambda: 3 in (bound_of(core, namespace, a), bound_of(core, namespace, b)),
         timeout=60,
     )
-    time.sleep(3)
+    loser = "a" if bound_of(core, namespace, a) < 3 else "b"
+    # the scheduler looked at the loser and said why it waits; by then nothing of it runs
+    why = wait_for(
+        "the other gang's Unschedulable condition",
+        lambda: condition(api, namespace, loser, "Unschedulable"),
+        timeout=30,
+    )
+    assert "tasks in gang unschedulable" in why
     counts = sorted([bound_of(core, namespace, a), bound_of(core, namespace, b)])
     assert counts == [0, 3], counts
-    loser = "a" if bound_of(core, namespace, a) == 0 else "b"
-    assert "tasks in gang unschedulable" in condition(api, namespace, loser, "Unschedulable")
 
 
 def test_queue_weights_converge_and_capability_holds(env: Env) -> None:
@@ -162,8 +150,6 @@ def test_queue_weights_converge_and_capability_holds(env: Env) -> None:
     wait_for(
         "capped queue at its capability", lambda: bound_of(core, namespace, mine) == 2, timeout=60
     )
-    time.sleep(3)
-    assert max(sampler.close()) <= 2
 
     def capped_reasons() -> int:
         waiting = [condition(api, namespace, f"{capped}-{i}", "Unschedulable") for i in range(4)]
@@ -171,6 +157,8 @@ def test_queue_weights_converge_and_capability_holds(env: Env) -> None:
 
     # conditions are rewritten at most every 5 s per PodGroup, so allow for that
     wait_for("capability named on the 2 waiting jobs", lambda: capped_reasons() == 2, timeout=20)
+    cycles_pass(env.sidecar, 3)
+    assert max(sampler.close()) <= 2
 
 
 def test_drf_smaller_dominant_share_goes_first(
@@ -181,13 +169,14 @@ def test_drf_smaller_dominant_share_goes_first(
     x = gang(core, api, namespace, "x", 6, gpus=2, min_member=2)
     wait_for("x holds the free 8 GPUs", lambda: bound_of(core, namespace, x) == 4, timeout=60)
     y = gang(core, api, namespace, "y", 3, gpus=2, min_member=1)
-    time.sleep(2)
+    wait_for("y says why it waits", lambda: condition(api, namespace, "y", "Unschedulable"))
     assert bound_of(core, namespace, y) == 0
     core.delete_namespaced_pod("block", namespace, grace_period_seconds=0)
     # 8 GPUs free: y's minimum (2), then elastic members by dominant share:
     # y (2/16) before x (8/16) until they are level
     wait_for("y fully bound", lambda: bound_of(core, namespace, y) == 3, timeout=60)
-    time.sleep(2)
+    wait_for("x takes what is left", lambda: bound_of(core, namespace, x) == 5, timeout=30)
+    cycles_pass(sidecar, 3)
     assert bound_of(core, namespace, x) == 5, "x should get only what is left after y"
 
 
@@ -220,7 +209,7 @@ def test_reclaim_only_from_reclaimable_queues(
     )
     mine = gang(core, api, namespace, "mine", 1, gpus=8, queue_name=owner)
     wait_for("owner job says why", lambda: condition(api, namespace, "mine", "Unschedulable"))
-    time.sleep(4)
+    cycles_pass(sidecar, 5)  # five chances to reclaim from the locked queue
     assert bound_of(core, namespace, hogs) == 2 and bound_of(core, namespace, mine) == 0
     assert core.list_namespaced_event(namespace, field_selector="reason=Reclaimed").items == []
 
@@ -261,7 +250,7 @@ def test_backfill_short_jobs_without_delaying_a_reserved_gang(
     )
     unknown = gang(core, api, namespace, "unknown", 1, gpus=2)
     wait_for("short job backfilled", lambda: bound_of(core, namespace, short) == 1, timeout=30)
-    time.sleep(2)
+    cycles_pass(sidecar, 3)
     assert bound_of(core, namespace, unknown) == 0, "a job with no estimate took a reserved node"
     assert "reserved for waiting gang" in condition(api, namespace, "unknown", "Unschedulable")
     core.delete_namespaced_pod("short-0", namespace, grace_period_seconds=0)  # it finished
@@ -284,9 +273,8 @@ def test_sidecar_killed_mid_gang(env: Env) -> None:
     # the 4th member can never be placed by kube-scheduler: three wait at the barrier
     create_member(core, namespace, "crash", 3, gpus=2, node_selector={"nope": "true"})
     sampler = Sampler(lambda: bound_of(core, namespace, names))
-    time.sleep(4)
+    wait_for("three members held for their gang", lambda: _held(env, names) == 3, timeout=60)
     cluster.stop_role("sidecar", signal.SIGKILL)
-    time.sleep(2)
     assert bound_of(core, namespace, names) == 0
     cluster.start_sidecar()
     cluster.wait_sidecar_ready()
