@@ -63,6 +63,9 @@ class ServeOptions:
     """Run the actions only while holding the Lease (verbs are always served)."""
     lease_namespace: str = "kube-system"
     lease_name: str = "pyextender-scheduler"
+    lease_duration_s: float = 15.0
+    renew_deadline_s: float = 10.0
+    retry_period_s: float = 2.0
     metrics_address: str = "127.0.0.1"
     """Listen address of the probes-only server (/healthz /readyz /metrics)."""
     metrics_port: int = 0
@@ -184,7 +187,14 @@ async def serve(opts: ServeOptions) -> int:
     identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
     elector = LeaderElector(
         KubeLeases(api),
-        LeaseConfig(opts.lease_namespace, opts.lease_name, identity),
+        LeaseConfig(
+            opts.lease_namespace,
+            opts.lease_name,
+            identity,
+            opts.lease_duration_s,
+            opts.renew_deadline_s,
+            opts.retry_period_s,
+        ),
         on_change=lambda leading: metrics.leader.set(1 if leading else 0),
     )
 

@@ -62,6 +62,26 @@ def register(sub: Any) -> None:
     p.add_argument("--lease-namespace", default="kube-system", help="namespace of the Lease")
     p.add_argument("--lease-name", default="pyextender-scheduler", help="name of the Lease")
     p.add_argument(
+        "--lease-duration",
+        type=float,
+        default=15.0,
+        help="seconds a standby waits after the last observed renewal before it takes the "
+        "Lease (default %(default)s)",
+    )
+    p.add_argument(
+        "--renew-deadline",
+        type=float,
+        default=10.0,
+        help="seconds the leader keeps acting without a successful renewal; must be below "
+        "--lease-duration (default %(default)s)",
+    )
+    p.add_argument(
+        "--retry-period",
+        type=float,
+        default=2.0,
+        help="seconds between attempts to acquire or renew the Lease (default %(default)s)",
+    )
+    p.add_argument(
         "--gang-timeout",
         type=float,
         default=20.0,
@@ -106,6 +126,12 @@ def run(args: argparse.Namespace) -> int:
     from pyextender.server.http import ExtenderTLS
 
     setup_logging(args.log_level)
+    if not 0 < args.retry_period < args.renew_deadline < args.lease_duration:
+        print(
+            "pyextender serve: need 0 < --retry-period < --renew-deadline < --lease-duration",
+            file=sys.stderr,
+        )
+        return 2
     if bool(args.tls_cert_file) != bool(args.tls_key_file):
         print("pyextender serve: --tls-cert-file and --tls-key-file go together", file=sys.stderr)
         return 2
@@ -130,6 +156,9 @@ def run(args: argparse.Namespace) -> int:
         leader_elect=args.leader_elect,
         lease_namespace=args.lease_namespace,
         lease_name=args.lease_name,
+        lease_duration_s=args.lease_duration,
+        renew_deadline_s=args.renew_deadline,
+        retry_period_s=args.retry_period,
         gang_timeout=args.gang_timeout,
         metrics_address=args.metrics_address,
         metrics_port=args.metrics_port,
