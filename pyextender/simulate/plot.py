@@ -89,7 +89,7 @@ def plot_workload(workload: str, by_policy: dict[str, list[Run]], out: Path) -> 
     ax_f.set_title("fragmentation ratio vs load (FGD measure)")
     for ax in (ax_a, ax_d, ax_f):
         ax.grid(alpha=0.3)
-    ax_a.legend(loc="lower right", fontsize=8)
+    ax_a.legend(loc="best", fontsize=8)
     if not ref:
         ax_d.text(0.5, 0.5, f"no {REFERENCE} runs", ha="center", transform=ax_d.transAxes)
     fig.suptitle(f"openb trace replay: {workload} (mean over up to {seeds} seeds per policy)")
