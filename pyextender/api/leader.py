@@ -280,9 +280,12 @@ class LeaderElector:
         try:
             while True:
                 # the thread wakes us on a change; the timeout catches a term that
-                # ran out while the thread was stuck in a hung call
+                # ran out while the thread was stuck in a hung call. asyncio.timeout,
+                # not wait_for: on 3.11 wait_for can swallow a cancel that arrives as
+                # the event is set, and this loop would then never end.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), cfg.retry_period_s)
+                    async with asyncio.timeout(cfg.retry_period_s):
+                        await wake.wait()
                 wake.clear()
                 leading = self.is_leader
                 if leading and task is None:

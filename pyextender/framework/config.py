@@ -401,5 +401,7 @@ class ConfigWatcher:
         stop = stop or asyncio.Event()
         while not stop.is_set():
             self.poll()
+            # asyncio.timeout, not wait_for: wait_for on 3.11 can swallow a cancel
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval)
+                async with asyncio.timeout(interval):
+                    await stop.wait()

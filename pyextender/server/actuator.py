@@ -87,6 +87,7 @@ class Actuator:
         self.metrics = metrics
         self._limit = asyncio.Semaphore(parallel)
         self._background: set[asyncio.Task[None]] = set()
+        self._events: set[asyncio.Task[None]] = set()
         self.said: dict[str, tuple[str, float]] = {}
         """job key -> (last Unschedulable message written, when): no repeats, and at
         most one write per CONDITION_INTERVAL_S while a reason keeps changing."""
@@ -204,7 +205,7 @@ class Actuator:
             out.failed_admissions.append(group.uid)
             log.warning("admitting %s: %s", job.key, _why(exc))
             if not (isinstance(exc, ApiException) and exc.status in (404, 409)):
-                self._later(
+                self._report(
                     self._event_group(
                         group, "Warning", "AdmitFailed", f"could not admit: {_why(exc)}"
                     )
@@ -214,21 +215,32 @@ class Actuator:
         self.said.pop(job.key, None)
         self.metrics.admissions.labels(job.queue).inc()
         log.info("admitted %s (queue %s, minMember %d)", job.key, job.queue, job.min_member)
-        self._later(
+        self._report(
             self._event_group(group, "Normal", "Enqueued", "all minMember tasks fit; gang admitted")
         )
         return True
 
     def cancel_background(self) -> None:
-        """Stop events and condition writes still running (leadership ended)."""
+        """Stop condition writes still running (leadership ended).
+
+        Events are left to finish: each reports a write that already landed, which
+        stays true after the term ends (cancelling them lost the Enqueued event of a
+        gang admitted just before a slow leader stepped down).
+        """
         for task in list(self._background):
             task.cancel()
 
     def _later(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run without waiting (events): a slow event must not hold a gate."""
+        """Run a condition write without waiting: a slow write must not hold a gate."""
         task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    def _report(self, work: Coroutine[Any, Any, None]) -> None:
+        """Send an event without waiting; it outlives the leadership term."""
+        task = asyncio.ensure_future(work)
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
 
     async def _lift_pod(self, pod: PodInfo, allowed: Allowed) -> bool:
         """True when the gate is off (or the pod is gone)."""
@@ -301,9 +313,9 @@ class Actuator:
             return
         self.metrics.writes.labels("condition", "ok").inc()
         if group is not None:
-            self._later(self._event_group(group, "Warning", "Unschedulable", message))
+            self._report(self._event_group(group, "Warning", "Unschedulable", message))
         else:
-            self._later(self._event("PodGroup", ns, name, "", "Warning", "Unschedulable", message))
+            self._report(self._event("PodGroup", ns, name, "", "Warning", "Unschedulable", message))
 
     # -- evictions -------------------------------------------------------------
     async def _evict(self, ev: Eviction, allowed: Allowed, out: Applied) -> None:
@@ -346,7 +358,7 @@ class Actuator:
         self.metrics.evictions.labels(ev.action, "evicted").inc()
         log.info("evicted %s: %s", pod.key, ev.reason)
         reason = "Preempted" if ev.action == "preempt" else "Reclaimed"
-        self._later(
+        self._report(
             self._event("Pod", pod.namespace, pod.name, pod.uid, "Normal", reason, ev.reason)
         )
 

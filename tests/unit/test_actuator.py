@@ -5,6 +5,7 @@ APIs lets each call fail in a scripted way."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,8 +30,10 @@ class Api:
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
         self.script: dict[str, list[Exception | None]] = {}
+        self.delay: dict[str, float] = {}  # seconds a call of that op takes
 
     def _do(self, op: str, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(self.delay.get(op, 0.0))
         self.calls.append((op, args, kwargs))
         plan = self.script.get(op) or []
         if plan:
@@ -67,6 +70,7 @@ def _actuator() -> tuple[Actuator, Api, Metrics]:
     act.metrics = metrics
     act._limit = asyncio.Semaphore(4)
     act._background = set()
+    act._events = set()
     act.said = {}
     return act, api, metrics
 
@@ -137,6 +141,27 @@ def test_admit_carries_resource_version_and_keeps_other_conditions() -> None:
     patch = lifts[0][0][2]
     assert patch[0] == {"op": "test", "path": "/metadata/uid", "value": "uid-a"}
     assert _count(metrics, "admit", "ok") == 1 and _count(metrics, "lift", "ok") == 2
+
+
+def test_the_enqueued_event_outlives_the_term() -> None:
+    """Leadership ends right after an admission landed: its condition writes stop, but
+    the Enqueued event (a report of a write already made) is still sent."""
+
+    async def main() -> Api:
+        act, api, _ = _actuator()
+        api.delay["create_namespaced_event"] = 0.3  # still in flight when the term ends
+        job = _job(_group(), [_pod("a"), _pod("b")])
+        await act.apply(Decisions(admit=[job], lift=job.tasks))
+        act.cancel_background()  # what the loop does when the term ends
+        for _ in range(200):
+            if not (act._events or act._background):
+                break
+            await asyncio.sleep(0.01)
+        return api
+
+    api = asyncio.run(main())
+    reasons = [args[-1]["reason"] for args, _ in api.ops("create_namespaced_event")]
+    assert reasons == ["Enqueued"]
 
 
 def test_a_transient_failure_is_retried_then_succeeds() -> None:

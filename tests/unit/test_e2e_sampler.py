@@ -24,9 +24,12 @@ def test_too_few_samples_fail_and_counts_are_kept() -> None:
     s = Sampler(lambda: 3, interval=0.001, min_samples=10_000)
     time.sleep(0.05)
     with pytest.raises(AssertionError, match="samples taken"):
-        s.close()
+        s.close(patience=0.05)
     ok = Sampler(lambda: 2, interval=0.001, min_samples=3)
     time.sleep(0.05)
     seen = ok.close()
+    # too few so far: close() keeps looking until min_samples are in
+    slow = Sampler(lambda: 1, interval=0.05, min_samples=8)
+    assert len(slow.close()) >= 8
     assert len(seen) >= 3 and set(seen) == {2}
     assert ok.partial_runs(4) == len(seen) - 1

@@ -210,3 +210,29 @@ def test_a_crash_in_the_leaders_work_is_raised_not_swallowed() -> None:
         assert store.lease is not None and store.lease["spec"]["holderIdentity"] == ""
 
     asyncio.run(main())
+
+
+def test_cancel_always_ends_the_campaign() -> None:
+    """Cancelling ``run`` at any moment ends it (asyncio.wait_for on 3.11 could swallow a
+    cancel that arrived as its wait finished, and the campaign loop then never ended)."""
+
+    async def main() -> None:
+        store = Store()
+        fast = {"lease_duration_s": 0.05, "renew_deadline_s": 0.03, "retry_period_s": 0.001}
+        hung = 0
+        for i in range(300):
+            el = LeaderElector(Link(store), LeaseConfig("ns", "lease", f"r{i}", **fast))
+
+            async def lead() -> None:
+                await asyncio.sleep(3600)
+
+            task = asyncio.create_task(el.run(lead))
+            await asyncio.sleep(0.0005 * (i % 20))
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=2.0)
+            if not done:
+                hung += 1
+                el._stop.set()
+        assert hung == 0, f"{hung} of 300 cancelled campaigns kept running"
+
+    asyncio.run(main())
