@@ -15,7 +15,7 @@ from collections.abc import Sequence
 def build_parser() -> argparse.ArgumentParser:
     from controllers import cli as controllers_cli
     from controllers import release_cli
-    from pyextender.server import serve_cli
+    from pyextender.server import serve_cli, validate_cli
     from pyextender.simulate import cli as simulate_cli
     from webhook import cli as webhook_cli
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     controllers_cli.register(sub)
     webhook_cli.register(sub)
     release_cli.register(sub)
+    validate_cli.register(sub)
     return parser
 
 

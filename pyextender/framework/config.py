@@ -38,7 +38,7 @@ import yaml
 
 from pyextender.api.volcano.codec import show
 from pyextender.framework.plugin_args import arg, build_args, suggest
-from pyextender.framework.registry import PluginSpec
+from pyextender.framework.registry import PluginAlias, PluginSpec
 
 ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill", "reservation")
 """Actions the sidecar performs, in the names Volcano's config uses."""
@@ -101,6 +101,8 @@ class PluginConfig:
     """Instance of the plugin's ``PluginSpec.args_type``."""
     options: Mapping[str, bool] = dataclasses.field(default_factory=dict)
     """Switches as written, e.g. ``{"enablePreemptable": False}``; absent means enabled."""
+    written_as: str = ""
+    """The alias the config used for this plugin (e.g. ``gpu-aware``), "" for its own name."""
 
     def enabled(self, option: str) -> bool:
         return self.options.get(option, True)
@@ -260,18 +262,26 @@ def _plugin(
     if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
         problems.append(f"{where}: must be a mapping with a name, got {show(entry)}")
         return None
-    name: str = entry["name"]
-    spec = specs.get(name)
+    written: str = entry["name"]
+    aliases = {a.name: (spec, a) for spec in specs.values() for a in spec.aliases}
+    alias: PluginAlias | None = None
+    spec = specs.get(written)
+    if spec is None and written in aliases:
+        spec, alias = aliases[written]
     if spec is None:
-        known = ", ".join(sorted(specs))
+        names = sorted([*specs, *aliases])
         problems.append(
-            f'{where}: unknown plugin "{name}"{suggest(name, list(specs))} (known: {known})'
+            f'{where}: unknown plugin "{written}"{suggest(written, names)} '
+            f"(known: {', '.join(names)})"
         )
         return None
+    name = spec.name
+    label = name if alias is None else f"{written} = {name}"
     if name in seen:
-        problems.append(f'{where}: plugin "{name}" is already listed at {seen[name]}')
+        as_alias = "" if alias is None else f" (as {written})"
+        problems.append(f'{where}: plugin "{name}"{as_alias} is already listed at {seen[name]}')
         return None
-    seen[name] = where
+    seen[name] = where if alias is None else f"{where} (as {written})"
     options: dict[str, bool] = {}
     count = len(problems)
     for key, value in entry.items():
@@ -279,20 +289,23 @@ def _plugin(
             continue
         if key not in PLUGIN_OPTIONS:
             problems.append(
-                f'{where} ({name}): unknown option "{key}"{suggest(str(key), PLUGIN_OPTIONS)}'
+                f'{where} ({written}): unknown option "{key}"{suggest(str(key), PLUGIN_OPTIONS)}'
             )
         elif not isinstance(value, bool):
             problems.append(
-                f'{where} ({name}): option "{key}" must be true or false, got {show(value)}'
+                f'{where} ({written}): option "{key}" must be true or false, got {show(value)}'
             )
         else:
             options[key] = value
-    args = build_args(
-        spec.args_type, entry.get("arguments"), f"{where} ({name})", problems, plugin=name
-    )
+    raw_args = entry.get("arguments")
+    if alias is not None and isinstance(raw_args, Mapping):
+        raw_args = {alias.arguments.get(str(k), str(k)): v for k, v in raw_args.items()}
+    args = build_args(spec.args_type, raw_args, f"{where} ({label})", problems, plugin=name)
     if len(problems) > count:
         return None
-    return PluginConfig(name=name, args=args, options=options)
+    return PluginConfig(
+        name=name, args=args, options=options, written_as="" if alias is None else written
+    )
 
 
 def _configurations(

@@ -6,11 +6,23 @@ The one registry of all plugins lives in ``pyextender.plugins.registry``
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyextender.framework.interfaces import Plugin
+
+
+@dataclass(frozen=True, slots=True)
+class PluginAlias:
+    """A name under which a config may list a plugin, e.g. a GPU vendor's Volcano
+    plugin that does what ours does. The entry loads as the plugin itself."""
+
+    name: str
+    arguments: Mapping[str, str] = field(default_factory=dict)
+    """The alias's argument key -> ours; keys not listed are read as our own keys."""
+    note: str = ""
+    """How the alias's meaning maps onto ours (for the README and validate-config)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,3 +35,5 @@ class PluginSpec:
     args_type: type[Any]
     factory: Callable[[Any], Plugin]
     summary: str
+    aliases: tuple[PluginAlias, ...] = ()
+    """Other names this plugin loads under (another distribution's name for it)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pyextender.framework.interfaces import FilterResult, FloatArray, IntArray, PodContext
-from pyextender.framework.registry import PluginSpec
+from pyextender.framework.registry import PluginAlias, PluginSpec
 from pyextender.framework.status import Code
 from pyextender.kernels.topology_loss import Layouts, TopologyKernel, TopologyResult
 from pyextender.plugins.gpu_rows import demand_of
@@ -127,4 +127,12 @@ SPEC = PluginSpec(
     args_type=Args,
     factory=GpuTopology,
     summary="Whole-GPU pods: fewest NVLink domains crossed, least fragmentation loss.",
+    aliases=(
+        PluginAlias(
+            "gpu-aware",
+            {"weight": "weight", "loss.weight": "loss.weight"},
+            "a GPU vendor's Volcano plugin for the same score: weight (GPU-set quality and "
+            "score weight) and loss.weight (fragmentation loss) mean what they mean here",
+        ),
+    ),
 )

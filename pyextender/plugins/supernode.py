@@ -29,7 +29,7 @@ import numpy as np
 from pyextender.api import names
 from pyextender.api.objects import PodInfo
 from pyextender.framework.interfaces import FilterResult, FloatArray, IntArray, PodContext
-from pyextender.framework.registry import PluginSpec
+from pyextender.framework.registry import PluginAlias, PluginSpec
 from pyextender.framework.session import Job, Session, unschedulable
 from pyextender.framework.status import SUCCESS, Code, Status
 from pyextender.kernels.supernode import GangShape, SupernodePlan, plan_supernodes
@@ -218,4 +218,13 @@ SPEC = PluginSpec(
     args_type=Args,
     factory=Supernode,
     summary="Gang units inside supernodes (best fit, atomic groups hard, tier limits).",
+    aliases=(
+        PluginAlias(
+            "gpu-podaffinity",
+            {"weight": "weight"},
+            "a GPU vendor's Volcano plugin that keeps a gang's GPU pods together in a "
+            "supernode: weight is the score weight; the group size comes from the pods' "
+            "metax-tech.com/gpu-group-size annotation, as with that plugin",
+        ),
+    ),
 )
