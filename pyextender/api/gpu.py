@@ -24,11 +24,11 @@ up instead of being ignored. Errors name the field, e.g.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyextender.api.objects import PodInfo
-from pyextender.api.resources import GPU, VOLCANO_GPU_MEMORY
+from pyextender.api.resources import VOLCANO_GPU_MEMORY, gpu_count, gpu_resource_in
 
 SCHEMA_VERSION = 1
 MAX_GPUS_PER_NODE = 16
@@ -168,6 +168,8 @@ class GpuDemand:
     count: int = 0
     milli: int = 0
     memory_mib: int = 0
+    resource: str = field(default="", compare=False)
+    """The GPU resource a whole-GPU pod asks for (for reasons); "" for a share."""
 
     @property
     def none(self) -> bool:
@@ -195,10 +197,11 @@ class GpuDemand:
 
 
 def gpu_demand(pod: PodInfo) -> GpuDemand:
-    """A pod's GPU demand: whole GPUs win, then the milli annotation, then GPU memory."""
-    whole = pod.requests.get(GPU, 0)
+    """A pod's GPU demand: whole GPUs (any configured GPU resource, or
+    ``volcano.sh/gpu-number``) win, then the milli annotation, then GPU memory."""
+    whole = gpu_count(pod.requests)
     if whole > 0:
-        return GpuDemand(count=whole, milli=MILLI)
+        return GpuDemand(count=whole, milli=MILLI, resource=gpu_resource_in(pod.requests))
     share = pod.gpu_milli
     if 0 < share < MILLI:
         return GpuDemand(count=1, milli=share)

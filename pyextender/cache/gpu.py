@@ -1,7 +1,8 @@
 """Per-GPU state of every node as numpy arrays (row i matches ClusterState row i).
 
 What a node has comes from the ``pyextender.io/gpu-topology`` annotation
-(pyextender.api.gpu), or, without it, from ``nvidia.com/gpu`` allocatable and
+(pyextender.api.gpu), or, without it, from the allocatable of the configured GPU
+resources (``nvidia.com/gpu`` by default; pyextender.api.resources) and
 the GPU feature discovery labels (one flat domain). A bad annotation never
 raises: that node's GPUs become unusable and ``set_node`` returns a warning.
 
@@ -27,7 +28,7 @@ from pyextender.api.gpu import (
     parse_gpu_topology,
 )
 from pyextender.api.objects import NodeInfo, PodInfo
-from pyextender.api.resources import CPU, GPU
+from pyextender.api.resources import CPU, gpu_count, gpu_resource_in
 from pyextender.api.task_classes import LearnedClasses, TaskClass, TaskClasses
 
 MAX_GPUS = 16
@@ -177,7 +178,7 @@ class GpuState:
     def set_node(self, row: int, node: NodeInfo) -> list[str]:
         """(Re)read a node's GPUs. Returns warnings; never raises."""
         warnings: list[str] = []
-        allocatable = node.allocatable.get(GPU, 0)
+        allocatable = gpu_count(node.allocatable)
         raw = node.annotations.get(names.GPU_TOPOLOGY_ANNOTATION)
         topo: GpuTopology | None
         if raw is None:
@@ -191,7 +192,9 @@ class GpuState:
                 topo = parse_gpu_topology(raw)
                 if allocatable and allocatable != topo.count:
                     raise GpuTopologyError(
-                        "count", f"is {topo.count} but allocatable {GPU} is {allocatable}"
+                        "count",
+                        f"is {topo.count} but allocatable {gpu_resource_in(node.allocatable)} "
+                        f"is {allocatable}",
                     )
             except GpuTopologyError as exc:
                 warnings.append(

@@ -7,13 +7,14 @@ are never reordered: a removed node's row is marked invalid and reused.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from pyextender.api.objects import NodeInfo, PodInfo
-from pyextender.api.resources import CORE_RESOURCES, PODS, is_tracked
+from pyextender.api.resources import CORE_RESOURCES, PODS, is_tracked, with_gpu_number_folded
 from pyextender.cache.gpu import GpuState
 from pyextender.cache.reading_copy import reading_copy
 from pyextender.cache.reservations import Reservations
@@ -93,8 +94,9 @@ class ClusterState:
         self.used = np.hstack([self.used, pad.copy()])
         return col
 
-    def vector(self, requests: dict[str, int]) -> IntArray:
+    def vector(self, requests: Mapping[str, int]) -> IntArray:
         """Request vector over the columns; a pod always asks for one pod slot."""
+        requests = with_gpu_number_folded(requests)
         for name in requests:
             if is_tracked(name):
                 self.column_of(name)
@@ -109,7 +111,8 @@ class ClusterState:
     # -- nodes -------------------------------------------------------------
     def set_node(self, node: NodeInfo) -> list[str]:
         """Add or update a node. Returns warnings (e.g. a bad GPU annotation)."""
-        for name in node.allocatable:
+        allocatable = with_gpu_number_folded(node.allocatable)
+        for name in allocatable:
             if is_tracked(name):
                 self.column_of(name)
         row = self.index.get(node.name)
@@ -127,7 +130,7 @@ class ClusterState:
             self.node_generation += 1
         self.nodes[row] = node
         self.alloc[row, :] = 0
-        for name, value in node.allocatable.items():
+        for name, value in allocatable.items():
             col = self.column.get(name)
             if col is not None:
                 self.alloc[row, col] = value

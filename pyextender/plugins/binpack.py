@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyextender.api.resources import CPU, GPU, MEMORY
+from pyextender.api.resources import CPU, MEMORY, gpu_resources
 from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
 from pyextender.framework.plugin_args import arg, arguments
 from pyextender.framework.registry import PluginSpec
@@ -22,8 +22,9 @@ class Args:
     cpu: float = arg("Weight of CPU in the binpack formula.", default=1.0)
     memory: float = arg("Weight of memory in the binpack formula.", default=1.0)
     resources: tuple[str, ...] = arg(
-        "Extended resources scored (Volcano: comma-separated binpack.resources).",
-        default=(GPU,),
+        "Extended resources scored (Volcano: comma-separated binpack.resources); "
+        "empty: the GPU resources (pyextender serve --gpu-resource).",
+        default=(),
     )
     resource_weights: dict[str, float] = arg(
         "Weight per extended resource (binpack.resources.<name>); 1 when not given.",
@@ -38,7 +39,7 @@ class Binpack:
     def __init__(self, args: Args) -> None:
         self.args = args
         self.weights = {CPU: args.cpu, MEMORY: args.memory}
-        for r in args.resources:
+        for r in args.resources or gpu_resources():
             self.weights[r] = args.resource_weights.get(r, 1.0)
 
     def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:

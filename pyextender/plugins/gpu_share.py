@@ -146,8 +146,8 @@ class GpuShare:
         if demand.whole:
             reasons = [
                 "",
-                f"fewer than {demand.count} wholly free GPUs",
-                f"node has fewer than {demand.count} GPUs",
+                f"fewer than {demand.count} wholly free GPUs ({demand.resource})",
+                f"node has fewer than {demand.count} GPUs ({demand.resource})",
             ]
             short: np.ndarray = free_whole(ctx, rows) < demand.count
             never: np.ndarray = count < demand.count

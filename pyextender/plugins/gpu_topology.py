@@ -80,8 +80,8 @@ class GpuTopology:
         reason_ids = np.zeros(n, dtype=np.int32)
         reasons = [
             "",
-            f"fewer than {demand.count} wholly free GPUs",
-            f"no NVLink domain has {demand.count} free GPUs",
+            f"fewer than {demand.count} wholly free GPUs ({demand.resource})",
+            f"no NVLink domain has {demand.count} free GPUs ({demand.resource})",
         ]
         short = res.domains == 0
         codes[short] = Code.UNSCHEDULABLE

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyextender.api.resources import CPU, GPU, MEMORY
+from pyextender.api.resources import CPU, MEMORY, gpu_resources
 from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
 from pyextender.framework.plugin_args import arg, arguments
 from pyextender.framework.registry import PluginSpec
@@ -39,18 +39,17 @@ class Args:
     )
 
 
-_RESOURCES = {CPU: 1.0, MEMORY: 1.0, GPU: 1.0}
-
-
 class NodeOrder:
     name = "nodeorder"
 
     def __init__(self, args: Args) -> None:
         self.args = args
+        # cpu, memory and every GPU resource, equally weighted
+        self.resources = {CPU: 1.0, MEMORY: 1.0, **dict.fromkeys(gpu_resources(), 1.0)}
 
     def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:
         a = self.args
-        frac, w = utilisation_after(ctx, rows, _RESOURCES)
+        frac, w = utilisation_after(ctx, rows, self.resources)
         n = rows.shape[0]
         total_w = a.leastrequested_weight + a.mostrequested_weight + a.balancedresource_weight
         if w.shape[0] == 0 or total_w <= 0:

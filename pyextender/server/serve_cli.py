@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any
 
 from pyextender.api.names import SCHEDULER_NAME
 from pyextender.api.process import add_log_level, run_server, setup_logging
+from pyextender.api.resources import GPU, KNOWN_GPU_RESOURCES, configure_gpu_resources
 from pyextender.server.http import DEFAULT_MAX_BODY_BYTES
 
 
@@ -26,6 +28,15 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--config", help="scheduler config YAML (Volcano actions + tiers); default: built-in"
+    )
+    p.add_argument(
+        "--gpu-resource",
+        action="append",
+        metavar="NAME",
+        help="extended resource counted as a GPU (topology, sharing, supernode, GPU indices "
+        "at bind); repeat for several vendors, the first is the primary one, which "
+        f"volcano.sh/gpu-number counts as (default {GPU}; known: "
+        f"{', '.join(KNOWN_GPU_RESOURCES)})",
     )
     p.add_argument("--address", default="127.0.0.1", help="listen address (default %(default)s)")
     p.add_argument("--port", type=int, default=8888, help="listen port (default %(default)s)")
@@ -141,6 +152,14 @@ def run(args: argparse.Namespace) -> int:
     if bool(args.grpc_tls_cert) != bool(args.grpc_tls_key):
         print("pyextender serve: --grpc-tls-cert and --grpc-tls-key go together", file=sys.stderr)
         return 2
+    try:
+        configure_gpu_resources(args.gpu_resource or (GPU,))
+    except ValueError as exc:
+        print(f"pyextender serve: --gpu-resource: {exc}", file=sys.stderr)
+        return 2
+    logging.getLogger("pyextender.serve").info(
+        "GPU resources: %s", ", ".join(args.gpu_resource or (GPU,))
+    )
     try:
         load(args.config)
     except ConfigError as exc:

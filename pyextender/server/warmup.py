@@ -14,7 +14,7 @@ import time
 from pyextender.api.gpu import GpuTopology
 from pyextender.api.names import GPU_GROUP_SIZE_ANNOTATIONS, GPU_TOPOLOGY_ANNOTATION
 from pyextender.api.objects import NodeInfo, pod_from_dict
-from pyextender.api.resources import PYEXTENDER_GPU_MILLI
+from pyextender.api.resources import PYEXTENDER_GPU_MILLI, gpu_resources
 from pyextender.cache.state import ClusterState
 from pyextender.framework.interfaces import PodContext
 from pyextender.framework.runtime import Profile
@@ -28,7 +28,10 @@ def _pod(name: str, gpus: int, annotations: dict[str, str]) -> dict[str, object]
         "metadata": {"name": name, "namespace": "warmup", "uid": name, "annotations": annotations},
         "spec": {
             "containers": [
-                {"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": str(gpus)}}}
+                {
+                    "name": "c",
+                    "resources": {"requests": {"cpu": "1", gpu_resources()[0]: str(gpus)}},
+                }
             ]
         },
     }
@@ -49,7 +52,7 @@ def warm_up(profile: Profile) -> float:
     state.set_node(
         NodeInfo(
             name="warmup",
-            allocatable={"cpu": 64000, "memory": 2**39, "pods": 110, "nvidia.com/gpu": 8},
+            allocatable={"cpu": 64000, "memory": 2**39, "pods": 110, gpu_resources()[0]: 8},
             annotations={GPU_TOPOLOGY_ANNOTATION: topo.to_json()},
         )
     )
