@@ -24,7 +24,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="build (first time) and start a cluster")
     up.add_argument("--nodes", type=int, default=8, help="kwok nodes (default %(default)s)")
-    up.add_argument("--gpus-per-node", type=int, default=8, help="nvidia.com/gpu per node")
+    up.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node")
+    up.add_argument(
+        "--gpu-resource",
+        default="nvidia.com/gpu",
+        metavar="NAME",
+        help="extended resource the nodes advertise their GPUs as, e.g. amd.com/gpu or "
+        "metax-tech.com/gpu; the sidecar (--sidecar) counts it as the GPU "
+        "(default %(default)s)",
+    )
     up.add_argument("--supernodes", type=int, default=0, help="split nodes into N supernodes")
     up.add_argument("--cpu", default="64", help="CPU cores per node")
     up.add_argument("--memory", default="512Gi", help="memory per node")
@@ -62,10 +70,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {path}")
         return 0
     if args.cmd == "up":
-        shape = NodeShape(cpu=args.cpu, memory=args.memory, gpus=args.gpus_per_node)
+        shape = NodeShape(
+            cpu=args.cpu,
+            memory=args.memory,
+            gpus=args.gpus_per_node,
+            gpu_resource=args.gpu_resource,
+        )
         st = cluster.up(args.nodes, shape, args.supernodes, args.extender_port, mode=args.mode)
         if args.sidecar:
-            cluster.start_sidecar()
+            cluster.start_sidecar(extra_args=["--gpu-resource", args.gpu_resource])
             cluster.wait_sidecar_ready()
         print(f"export KUBECONFIG={st.kubeconfig}")
         return 0

@@ -21,7 +21,9 @@ class NodeShape:
     pods: int = 110
     """Pod slots per node."""
     gpus: int = 8
-    """nvidia.com/gpu per node (0 for CPU-only nodes)."""
+    """GPUs per node (0 for CPU-only nodes)."""
+    gpu_resource: str = "nvidia.com/gpu"
+    """The extended resource the nodes advertise their GPUs as (e.g. amd.com/gpu)."""
     gpu_model: str = "A100-SXM4-80GB"
     gpu_memory_mib: int = 81920
     nvlink_group: int = 4
@@ -56,7 +58,7 @@ def node_manifest(name: str, shape: NodeShape, supernode: str | None) -> dict[st
         "type": "kwok",
     }
     if shape.gpus > 0:
-        capacity["nvidia.com/gpu"] = str(shape.gpus)
+        capacity[shape.gpu_resource] = str(shape.gpus)
         annotations[GPU_TOPOLOGY_ANNOTATION] = gpu_topology(shape)
         labels["nvidia.com/gpu.product"] = shape.gpu_model
     if supernode:

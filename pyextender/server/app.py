@@ -18,8 +18,10 @@ from kubernetes import client
 from pyextender.api.client import api_client, body_of
 from pyextender.api.informer import Informer
 from pyextender.api.leader import KubeLeases, LeaderElector, LeaseConfig
+from pyextender.api.resources import gpu_resources
 from pyextender.api.supervise import Supervisor
 from pyextender.cache.cluster import ClusterCache
+from pyextender.cache.state import ClusterState
 from pyextender.framework.config import ConfigError, ConfigWatcher, SchedulerConfig
 from pyextender.framework.runtime import build_profile
 from pyextender.plugins.defaults import load, plugins_of
@@ -142,7 +144,25 @@ async def _housekeeping(cache: ClusterCache, metrics: Metrics, core: client.Core
         metrics.cache_nodes.set(len(cache.state.index))
         metrics.cache_pods.set(len(cache.state.pods))
         metrics.cache_pending_pods.set(len(cache.pending))
+        for resource, (allocatable, allocated) in gpu_totals(cache.state).items():
+            metrics.cache_gpus.labels(resource, "allocatable").set(allocatable)
+            metrics.cache_gpus.labels(resource, "allocated").set(allocated)
         await asyncio.sleep(1.0)
+
+
+def gpu_totals(state: ClusterState) -> dict[str, tuple[int, int]]:
+    """Per configured GPU resource: (allocatable, allocated) GPUs over live nodes."""
+    live = state.live[: state.size]
+    out: dict[str, tuple[int, int]] = {}
+    for resource in gpu_resources():
+        col = state.column.get(resource)
+        if col is None:
+            out[resource] = (0, 0)
+            continue
+        alloc = int(state.alloc[: state.size, col][live].sum())
+        used = int(state.used[: state.size, col][live].sum())
+        out[resource] = (alloc, used)
+    return out
 
 
 async def serve(opts: ServeOptions) -> int:

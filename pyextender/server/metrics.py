@@ -129,6 +129,13 @@ class Metrics:
             "Pending pods of our scheduler known to the cache.",
             registry=r,
         )
+        self.cache_gpus = Gauge(
+            "pyextender_cache_gpus",
+            "GPUs of live nodes per configured GPU resource (--gpu-resource): "
+            "state allocatable or allocated (held by bound and assumed pods).",
+            ["resource", "state"],
+            registry=r,
+        )
 
         self.leader = Gauge(
             "pyextender_leader",

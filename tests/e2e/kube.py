@@ -21,12 +21,13 @@ def pod(
     cpu: str = "1",
     scheduler: str = "volcano",
     priority_class: str | None = None,
+    gpu_resource: str = "nvidia.com/gpu",
 ) -> dict[str, Any]:
     requests: dict[str, str] = {"cpu": cpu, "memory": "1Gi"}
     limits: dict[str, str] = {}
     if gpus:
-        requests["nvidia.com/gpu"] = str(gpus)
-        limits["nvidia.com/gpu"] = str(gpus)
+        requests[gpu_resource] = str(gpus)
+        limits[gpu_resource] = str(gpus)
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "terminationGracePeriodSeconds": 0,
@@ -188,6 +189,7 @@ def gang(
     priority_class: str | None = None,
     annotations: dict[str, str] | None = None,
     pod_annotations: dict[str, str] | None = None,
+    gpu_resource: str = "nvidia.com/gpu",
 ) -> list[str]:
     """A PodGroup and its pods, gated as the webhook would gate them."""
     podgroup(
@@ -196,7 +198,10 @@ def gang(
     names = []
     for i in range(size):
         names.append(f"{name}-{i}")
-        create_member(core, namespace, name, i, gpus, priority_class, pod_annotations)
+        create_member(
+            core, namespace, name, i, gpus, priority_class, pod_annotations,
+            gpu_resource=gpu_resource,
+        )  # fmt: skip
     return names
 
 
@@ -209,8 +214,12 @@ def create_member(
     priority_class: str | None = None,
     annotations: dict[str, str] | None = None,
     node_selector: dict[str, str] | None = None,
+    gpu_resource: str = "nvidia.com/gpu",
 ) -> None:
-    m = pod(f"{group}-{index}", namespace, gpus=gpus, priority_class=priority_class)
+    m = pod(
+        f"{group}-{index}", namespace, gpus=gpus, priority_class=priority_class,
+        gpu_resource=gpu_resource,
+    )  # fmt: skip
     m["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": group, **(annotations or {})}
     m["spec"]["schedulingGates"] = [{"name": "pyextender.io/gang"}]
     if node_selector:

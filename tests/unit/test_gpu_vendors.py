@@ -196,3 +196,20 @@ def test_serve_refuses_a_bad_gpu_resource(capsys: pytest.CaptureFixture[str]) ->
         capsys.readouterr().err
     )
     assert gpu_resources() == (GPU,)
+
+
+@pytest.mark.usefixtures("vendors")
+def test_gpu_gauge_totals_per_vendor() -> None:
+    from pyextender.server.app import gpu_totals
+
+    state = ClusterState()
+    state.set_node(_node("nv", "nvidia.com/gpu"))
+    state.set_node(_node("m1", "metax-tech.com/gpu"))
+    state.set_node(_node("m2", "metax-tech.com/gpu"))
+    _bind(state, "m1", "x", "metax-tech.com/gpu", "0,1,2")
+    state.remove_node("m2")
+    totals = gpu_totals(state)
+    assert totals["nvidia.com/gpu"] == (8, 0)
+    assert totals["metax-tech.com/gpu"] == (8, 3)
+    assert totals["amd.com/gpu"] == (0, 0)
+    assert set(totals) == set(KNOWN_GPU_RESOURCES)
