@@ -75,8 +75,13 @@ podAntiAffinity:
 {{- if not (has .Values.logFormat (list "text" "json")) -}}
 {{- fail (printf "logFormat must be \"text\" or \"json\", got %q" .Values.logFormat) -}}
 {{- end -}}
-{{- if ne (first .Values.gpuResourceNames) "nvidia.com/gpu" -}}
-{{- fail "gpuResourceNames: this version counts nvidia.com/gpu as the GPU resource; other vendors' names are placed as plain extended resources. Put nvidia.com/gpu first." -}}
+{{- if not .Values.gpuResourceNames -}}
+{{- fail "gpuResourceNames must list at least one GPU resource name, e.g. nvidia.com/gpu" -}}
+{{- end -}}
+{{- range .Values.gpuResourceNames -}}
+{{- if not (regexMatch "^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" (toString .)) -}}
+{{- fail (printf "gpuResourceNames: %q is not an extended resource name (domain/name, e.g. amd.com/gpu)" (toString .)) -}}
+{{- end -}}
 {{- end -}}
 {{- if and (eq .Values.mode "existing") (eq .Values.adoption.clusterSchedulerName .Values.schedulerName) -}}
 {{- fail "adoption.clusterSchedulerName must name the cluster's own scheduler in mode=existing, not our schedulerName" -}}
