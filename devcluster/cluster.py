@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devcluster import build, config, pki
+from devcluster import build, config, kwok_stages, pki
 from devcluster.nodes import NodeShape, node_manifest, supernode_of
 from pyextender.api.client import body_of
 
@@ -202,6 +202,7 @@ class Cluster:
                 [
                     str(bins["kwok"]),
                     f"--kubeconfig={kc}",
+                    f"--config={kwok_stages.write_config(self.dir / 'kwok-stages.yaml')}",
                     "--manage-all-nodes=false",
                     "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                     "--cidr=10.64.0.0/12",

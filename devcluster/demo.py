@@ -232,8 +232,9 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.5)
 
     console.print(
-        "\n(kwok's fake nodes finish pods owned by a Job right after they start, so the "
-        "Volcano Jobs complete at once; their gangs were still placed whole.)\n"
+        "\n(On kwok's fake nodes pods run until deleted: pretrain keeps its 32 GPUs; "
+        "sweep's pods carry pyextender.io/simulated-duration: 20s and end Succeeded, "
+        "then the Job is Completed: kubectl get vcjob -n demo.)\n"
         "\n[bold]The cluster keeps running.[/] Look around (copy and paste):"
     )
     pending = sorted(p.metadata.name for p in pods if not p.spec.node_name)

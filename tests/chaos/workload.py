@@ -62,6 +62,8 @@ def job_body(name: str, replicas: int) -> dict[str, Any]:
                     "name": "worker",
                     "replicas": replicas,
                     "template": {
+                        # pods succeed as soon as they run (devcluster/kwok_stages.py)
+                        "metadata": {"annotations": {"pyextender.io/simulated-duration": "0s"}},
                         "spec": {
                             "terminationGracePeriodSeconds": 0,
                             "containers": [
@@ -71,7 +73,7 @@ def job_body(name: str, replicas: int) -> dict[str, Any]:
                                     "resources": {"requests": {"cpu": "250m"}},
                                 }
                             ],
-                        }
+                        },
                     },
                 }
             ],

@@ -3,9 +3,10 @@ Queue status, policies, Commands, ttl, bare pods, and leader election.
 
 Pods are scheduled by the cluster's default-scheduler once a test lifts the gang
 gate itself (the sidecar running in the shared cluster may lift it first; the
-tests allow for that). kwok runs bound pods
-and completes at once the pods owned by a kind "Job" (Volcano Jobs included),
-so a Job's Running phase is read from its phase history.
+tests allow for that). kwok runs bound pods until they are deleted; the pods of
+jobs made by ``job_body`` carry ``pyextender.io/simulated-duration: 0s``
+(devcluster/kwok_stages.py), so they succeed as soon as they run and a Job's
+Running phase is read from its phase history.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from devcluster.controllers import (
     start_controllers,
     wait_ready,
 )
+from devcluster.kwok_stages import DURATION_ANNOTATION
 from pyextender.api import names
 from tests.e2e.kube import metrics, pod, wait_for
 
@@ -81,17 +83,20 @@ def job_body(
     replicas: int = 3,
     policies: list[dict[str, Any]] | None = None,
     runnable: bool = True,
+    run_for: str | None = "0s",
     **spec: Any,
 ) -> dict[str, Any]:
-    """A one-task Job; ``runnable=False`` pods fit no node, so they stay Pending even
-    when the sidecar admits them (kwok would otherwise finish Job pods at once)."""
+    """A one-task Job whose pods run for ``run_for`` on kwok (None: until deleted);
+    ``runnable=False`` pods fit no node, so they stay Pending even when the sidecar
+    admits them."""
     template: dict[str, Any] = {
+        "metadata": {"annotations": {DURATION_ANNOTATION: run_for} if run_for else {}},
         "spec": {
             "terminationGracePeriodSeconds": 0,
             "containers": [
                 {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}
             ],
-        }
+        },
     }
     if not runnable:
         template["spec"]["nodeSelector"] = {"pyextender.io/e2e-no-such-node": "true"}
@@ -246,8 +251,32 @@ def test_job_runs_then_completes_when_the_gate_is_lifted(
     assert status["taskStatusCount"]["worker"]["phase"] == {"Succeeded": 3}
     pg_name = f"run-{job['metadata']['uid']}"
     reasons = [e.split(":")[0] for e in events(core, ns, pg_name)]
-    # kwok finishes Job pods at once: the gang may be seen Running or already Completed
+    # the pods succeed as soon as they run: the gang may be seen Running or already Completed
     assert {"GangRunning", "GangCompleted"} & set(reasons), reasons
+
+
+def test_job_pods_run_until_deleted_or_for_their_simulated_duration(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    create_job(co, ns, job_body("forever", replicas=2, run_for=None))
+    create_job(co, ns, job_body("short", replicas=2, run_for="4s"))
+    wait_for("4 pods", lambda: len(live_pods(core, ns)) == 4)
+    ungate(core, ns)
+    wait_for(
+        "both jobs Running",
+        lambda: all(job_phases(co, ns, j)[-1:] == ["Running"] for j in ("forever", "short")),
+        timeout=60,
+    )
+    started = time.monotonic()
+    wait_for(
+        "short Completed", lambda: job_phases(co, ns, "short")[-1:] == ["Completed"], timeout=60
+    )
+    assert time.monotonic() - started >= 2, "pods with a 4 s run time ended too soon"
+    assert (get_job(co, ns, "short") or {})["status"]["succeeded"] == 2
+    time.sleep(2)
+    status = (get_job(co, ns, "forever") or {})["status"]
+    assert status["state"]["phase"] == "Running"
+    assert status["running"] == 2
 
 
 def test_podgroup_and_queue_status_follow_running_pods(

@@ -241,6 +241,8 @@ def test_volcano_job_from_submit_to_completion(
                     "name": "worker",
                     "replicas": 3,
                     "template": {
+                        # kwok ends the pods 1 s after they start (devcluster/kwok_stages.py)
+                        "metadata": {"annotations": {"pyextender.io/simulated-duration": "1s"}},
                         "spec": {
                             "terminationGracePeriodSeconds": 0,
                             "containers": [
@@ -253,7 +255,7 @@ def test_volcano_job_from_submit_to_completion(
                                     },
                                 }
                             ],
-                        }
+                        },
                     },
                 }
             ],
