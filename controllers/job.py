@@ -18,7 +18,9 @@ import logging
 import time
 from typing import Any
 
-from controllers import job_pods, job_state, job_status
+from kubernetes.client.exceptions import ApiException
+
+from controllers import job_plugins, job_pods, job_state, job_status
 from controllers import pods as P
 from controllers.job_state import Request
 from controllers.kube import JOBS, PODGROUPS
@@ -54,6 +56,8 @@ class JobController(Controller):
         self.requests: dict[str, list[Request]] = {}
         self._invalid: dict[str, str] = {}
         """Job key -> resourceVersion we already reported as invalid."""
+        self._hosts: dict[str, dict[str, str]] = {}
+        """Job uid -> the svc host ConfigMap data last written (rewritten after a restart)."""
         ctx.pods.add_index("job", lambda o: [k] if (k := _owner_job(o)) else [])
         ctx.podgroups.add_index("job", lambda o: [k] if (k := _owner_job(o)) else [])
         ctx.jobs.add_handler(self._on_job)
@@ -265,14 +269,7 @@ class JobController(Controller):
         m = job.metadata
         pg = await self._ensure_podgroup(job)
         gated = job.spec.gang_size > 1 and _pg_phase(pg) in (None, "", "Pending")
-        if "svc" in job.spec.plugins:
-            controlled = dict(status.get("controlledResources") or {})
-            if controlled.get("plugin-svc") != "svc":
-                for kind, body in job_pods.svc_objects(job):
-                    await call(ctx.kube.create_core, kind, m.namespace, body)
-                    self.wrote(kind.lower())
-                controlled["plugin-svc"] = "svc"
-                status["controlledResources"] = controlled
+        await self._sync_plugins(job, status)
         by_name = {str(meta(p).get("name")): p for p in ours}
         wanted: set[str] = set()
         for task in job.spec.tasks:
@@ -296,6 +293,43 @@ class JobController(Controller):
                     continue
                 await self._delete_pod(pod, "beyond the task's replicas")
                 counts.terminating += 1
+
+    async def _sync_plugins(self, job: Job, status: dict[str, Any]) -> None:
+        """Create each plugin's objects once (marked in status.controlledResources as
+        Volcano does) and keep the svc host ConfigMap current when a task is rescaled."""
+        ns = job.metadata.namespace
+        plugins = job.spec.plugin_args
+        controlled = dict(status.get("controlledResources") or {})
+        for name, args in plugins.items():
+            if controlled.get(f"plugin-{name}") == name:
+                continue
+            for body in job_plugins.plugin_objects(job, args):
+                kind = str(body["kind"])
+                created = await call(self.ctx.kube.create_core, kind, ns, body)
+                if created:
+                    self.wrote(kind.lower())
+                else:
+                    # left by an earlier job of the same name (no garbage collector ran)
+                    log.info("%s %s/%s exists; kept", kind, ns, body["metadata"]["name"])
+            controlled[f"plugin-{name}"] = name
+        if controlled:
+            status["controlledResources"] = controlled
+        if "svc" not in plugins:
+            return
+        hosts = job_plugins.svc_hosts(job)
+        if self._hosts.get(job.metadata.uid) == hosts:
+            return
+        cm = job_plugins.svc_configmap(job)
+        patch = {"metadata": {"ownerReferences": cm["metadata"]["ownerReferences"]}, "data": hosts}
+        name = str(cm["metadata"]["name"])
+        try:
+            await call(self.ctx.kube.patch_configmap, ns, name, patch)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            await call(self.ctx.kube.create_core, "ConfigMap", ns, cm)
+        self.wrote("configmap")
+        self._hosts[job.metadata.uid] = hosts
 
     async def _ensure_podgroup(self, job: Job) -> Obj | None:
         ctx = self.ctx
@@ -363,6 +397,8 @@ class JobController(Controller):
         kube-controller-manager (devcluster) have none."""
         ctx = self.ctx
         self._invalid.pop(key, None)
+        for pg in ctx.podgroups.by_index("job", key):
+            self._hosts.pop(str((P.controller_ref(pg) or {}).get("uid")), None)
         for pod in ctx.pods.by_index("job", key):
             if not P.deleting(pod):
                 await self._delete_pod(pod, "its job was deleted")

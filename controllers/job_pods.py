@@ -5,8 +5,9 @@ Pure functions of the Job document; the Job controller creates what they return.
 - PodGroup ``<job>-<job uid>`` (Volcano >= 1.9), minMember = minAvailable,
   minTaskMember per task, queue, priorityClassName, minResources;
 - pods ``<job>-<task>-<index>`` with Volcano's annotations and labels,
-  schedulerName from the Job, and, for a gang (minAvailable > 1) not yet
-  admitted, our scheduling gate so no member starts before the gang can.
+  schedulerName from the Job, what the Job's plugins add (job_plugins.py), and,
+  for a gang (minAvailable > 1) not yet admitted, our scheduling gate so no
+  member starts before the gang can.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from controllers import job_plugins
 from pyextender.api import names
 from pyextender.api.objects import pod_requests
 from pyextender.api.resources import format_amount
@@ -34,9 +36,9 @@ JDB_ANNOTATIONS = ("volcano.sh/jdb-min-available", "volcano.sh/jdb-max-unavailab
 """Only the first present is copied (min-available wins, as in Volcano)."""
 INHERITED_LABELS = ("volcano.sh/preemptable", "volcano.sh/cooldown-time")
 NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
-
-SVC_MOUNT_PATH = "/etc/volcano"
-"""Where the svc plugin mounts the ConfigMap of task hosts."""
+SIMULATION_ANNOTATIONS = ("pyextender.io/simulated-duration", "pyextender.io/simulated-exit-code")
+"""Run time of a pod on devcluster's kwok nodes (devcluster/kwok_stages.py): set on the Job,
+they apply to every task whose template does not set them itself."""
 
 
 def podgroup_name(job_name: str, job_uid: str) -> str:
@@ -139,45 +141,6 @@ def build_podgroup(job: Job) -> dict[str, Any]:
     }
 
 
-def _add_env(spec: dict[str, Any], env: list[dict[str, Any]]) -> None:
-    for key in ("containers", "initContainers"):
-        for c in spec.get(key) or []:
-            c["env"] = [*(c.get("env") or []), *env]
-
-
-def _add_mount(spec: dict[str, Any], volume: dict[str, Any], mount: dict[str, Any]) -> None:
-    spec["volumes"] = [*(spec.get("volumes") or []), volume]
-    for key in ("containers", "initContainers"):
-        for c in spec.get(key) or []:
-            c["volumeMounts"] = [*(c.get("volumeMounts") or []), mount]
-
-
-def svc_env_key(task: str) -> str:
-    return task.replace("-", "_").upper()
-
-
-def svc_configmap_name(job_name: str) -> str:
-    return f"{job_name}-svc"
-
-
-def svc_hosts(job: Job) -> dict[str, str]:
-    """The svc plugin's ConfigMap: per task, ``<task>.host`` and ``VC_<TASK>_HOSTS``/``_NUM``."""
-    out: dict[str, str] = {}
-    for task in job.spec.tasks:
-        tspec = task.template.get("spec") or {}
-        hosts = []
-        for i in range(task.replicas):
-            host = tspec.get("hostname") or pod_name(job.metadata.name, task_name(task), i)
-            hosts.append(f"{host}.{tspec.get('subdomain') or job.metadata.name}")
-            if tspec.get("hostname"):
-                break  # a fixed hostname names one host however many replicas
-        key = svc_env_key(task_name(task))
-        out[f"{task_name(task).replace('-', '_')}.host"] = "\n".join(hosts)
-        out[f"VC_{key}_HOSTS"] = ",".join(hosts)
-        out[f"VC_{key}_NUM"] = str(len(hosts))
-    return out
-
-
 def build_pod(job: Job, task: TaskSpec, index: int, gated: bool) -> dict[str, Any]:
     """The pod ``index`` of ``task``, as Volcano's job controller would create it."""
     m = job.metadata
@@ -193,34 +156,12 @@ def build_pod(job: Job, task: TaskSpec, index: int, gated: bool) -> dict[str, An
     for i, vol in enumerate(job.spec.volumes):
         if vol.volume_claim_name:
             vname = f"{m.name}-volume-{i}"
-            _add_mount(
+            job_plugins.add_mount(
                 spec,
                 {"name": vname, "persistentVolumeClaim": {"claimName": vol.volume_claim_name}},
                 {"name": vname, "mountPath": vol.mount_path},
             )
-    plugins = job.spec.plugins
-    if "env" in plugins:
-        _add_env(
-            spec,
-            [
-                {"name": "VK_TASK_INDEX", "value": str(index)},
-                {"name": "VC_TASK_INDEX", "value": str(index)},
-            ],
-        )
-    if "svc" in plugins:
-        spec.setdefault("hostname", pod_name(m.name, tname, index))
-        spec.setdefault("subdomain", m.name)
-        cm = svc_configmap_name(m.name)
-        keys = [
-            f"VC_{svc_env_key(task_name(t))}_{s}" for t in job.spec.tasks for s in ("HOSTS", "NUM")
-        ]
-        _add_env(
-            spec,
-            [{"name": k, "valueFrom": {"configMapKeyRef": {"name": cm, "key": k}}} for k in keys],
-        )
-        _add_mount(
-            spec, {"name": cm, "configMap": {"name": cm}}, {"name": cm, "mountPath": SVC_MOUNT_PATH}
-        )
+    job_plugins.apply_to_pod(job, task, index, spec)
     if gated:
         gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != names.GANG_GATE]
         spec["schedulingGates"] = [*gates, {"name": names.GANG_GATE}]
@@ -247,6 +188,9 @@ def build_pod(job: Job, task: TaskSpec, index: int, gated: bool) -> dict[str, An
         if key in m.annotations:
             annotations[key] = m.annotations[key]
             break
+    for key in SIMULATION_ANNOTATIONS:
+        if key in m.annotations:
+            annotations.setdefault(key, m.annotations[key])
     labels = dict(tmeta.get("labels") or {})
     labels.update(
         {
@@ -272,30 +216,3 @@ def build_pod(job: Job, task: TaskSpec, index: int, gated: bool) -> dict[str, An
         },
         "spec": spec,
     }
-
-
-def svc_objects(job: Job) -> list[tuple[str, dict[str, Any]]]:
-    """The svc plugin's headless Service and hosts ConfigMap, as (kind, body)."""
-    m = job.metadata
-    owner = [controller_ref(job)]
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": m.name, "namespace": m.namespace, "ownerReferences": owner},
-        "spec": {
-            "clusterIP": "None",
-            "selector": {names.VOLCANO_JOB_NAME: m.name, names.VOLCANO_JOB_NAMESPACE: m.namespace},
-            "ports": [{"name": "placeholder-volcano", "port": 1, "protocol": "TCP"}],
-        },
-    }
-    configmap = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": svc_configmap_name(m.name),
-            "namespace": m.namespace,
-            "ownerReferences": owner,
-        },
-        "data": svc_hosts(job),
-    }
-    return [("ConfigMap", configmap), ("Service", service)]

@@ -63,6 +63,7 @@ class Kube:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.coordination = client.CoordinationV1Api(api)
+        self.networking = client.NetworkingV1Api(api)
 
     # -- list functions for informers (all namespaces) ----------------------
     def list_fn(self, kind: CustomKind) -> Callable[..., Any]:
@@ -156,17 +157,30 @@ class Kube:
         )
         return _json(resp)
 
-    def create_core(self, kind: str, namespace: str, body: dict[str, Any]) -> None:
-        """Create a Service or ConfigMap; an existing one is left as it is."""
+    def create_core(self, kind: str, namespace: str, body: dict[str, Any]) -> bool:
+        """Create a Service, ConfigMap, Secret or NetworkPolicy; False (and nothing
+        changed) when one of that name exists."""
         fn = {
             "Service": self.core.create_namespaced_service,
             "ConfigMap": self.core.create_namespaced_config_map,
+            "Secret": self.core.create_namespaced_secret,
+            "NetworkPolicy": self.networking.create_namespaced_network_policy,
         }[kind]
         try:
             body_of(fn(namespace, body, _preload_content=False))
         except ApiException as exc:
             if exc.status != 409:
                 raise
+            return False
+        return True
+
+    def patch_configmap(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """JSON merge patch of a ConfigMap; raises ApiException 404 when there is none."""
+        body_of(
+            self.core.patch_namespaced_config_map(
+                name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False
+            )
+        )
 
     def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         body_of(self.core.create_namespaced_event(namespace, body, _preload_content=False))

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controllers import job_pods, job_state, job_status
+from controllers import job_plugins, job_pods, job_state, job_status
 from controllers.job_state import Request
 from pyextender.api import names
 from pyextender.api.volcano import Job
@@ -76,7 +76,7 @@ def test_env_and_svc_plugins() -> None:
     assert env["VC_WORKER_HOSTS"]["valueFrom"]["configMapKeyRef"]["name"] == "train-svc"
     assert spec["hostname"] == "train-worker-1"
     assert spec["subdomain"] == "train"
-    hosts = job_pods.svc_hosts(job)
+    hosts = job_plugins.svc_hosts(job)
     assert hosts["VC_WORKER_HOSTS"] == "train-worker-0.train,train-worker-1.train"
     assert hosts["VC_PS_NUM"] == "1"
 

@@ -16,6 +16,7 @@ from pyextender.api.volcano.codec import (
     attr,
     model,
 )
+from pyextender.api.volcano.job_plugins import PluginArgs, check_roles, parse_plugins
 from pyextender.api.volcano.meta import ObjectMeta
 from pyextender.api.volcano.network_topology import DNS_LABEL, DNS_SUBDOMAIN, NetworkTopologySpec
 
@@ -211,7 +212,14 @@ class JobSpec(Model):
                     f"got {self.min_available}",
                 )
             )
+        plugins, plugin_problems = parse_plugins(self.plugins)
+        problems += plugin_problems + check_roles(plugins, [t.name for t in self.tasks])
         return problems
+
+    @property
+    def plugin_args(self) -> dict[str, PluginArgs]:
+        """The plugins the job runs (implied ones included), with typed arguments."""
+        return parse_plugins(self.plugins)[0]
 
 
 @model
