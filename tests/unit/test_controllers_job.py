@@ -222,3 +222,17 @@ def test_running_estimate_reaches_the_podgroup_for_backfill() -> None:
     )
     pg = build_podgroup(job)
     assert pg["metadata"]["annotations"]["pyextender.io/running-estimate"] == "90s"
+
+
+def test_simulated_run_time_on_the_job_reaches_pods_unless_the_template_sets_one() -> None:
+    job = make_job()
+    job.metadata.annotations["pyextender.io/simulated-duration"] = "10m"
+    job.metadata.annotations["pyextender.io/simulated-exit-code"] = "1"
+    job.spec.tasks[0].template["metadata"] = {
+        "annotations": {"pyextender.io/simulated-duration": "1m"}
+    }
+    ps = job_pods.build_pod(job, job.spec.tasks[0], 0, False)["metadata"]["annotations"]
+    worker = job_pods.build_pod(job, job.spec.tasks[1], 0, False)["metadata"]["annotations"]
+    assert ps["pyextender.io/simulated-duration"] == "1m"
+    assert worker["pyextender.io/simulated-duration"] == "10m"
+    assert ps["pyextender.io/simulated-exit-code"] == worker["pyextender.io/simulated-exit-code"]
