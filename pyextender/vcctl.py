@@ -3,7 +3,10 @@
 Flags follow Volcano's vcctl (``-N`` job name, ``-n`` namespace for jobs but
 queue name for queues). Suspend/resume go through bus.volcano.sh Commands, as
 in Volcano, so the controllers act on them. ``vcctl explain`` prints why a pod
-or PodGroup waits: the PodGroup's conditions and the scheduler's events.
+or PodGroup waits (the PodGroup's conditions and the scheduler's events), why a
+job waits (its queue's share, its place in the queue, what it waits for, when
+it can start) and a queue's allocated / deserved / capability and who waits
+(pyextender.vcctl_explain). ``vcctl version`` prints ours and the server's.
 
 Kubernetes configuration is found as kubectl finds it (--kubeconfig,
 in-cluster, $KUBECONFIG, ~/.kube/config).
@@ -13,16 +16,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import json
+import platform
 import sys
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pyextender.api.client import ClientConfigError, api_client
+from pyextender.vcctl_explain import Snapshot, explain_job, explain_queue, job_podgroup
 
 BATCH = ("batch.volcano.sh", "v1alpha1")
 SCHED = ("scheduling.volcano.sh", "v1beta1")
@@ -173,7 +180,38 @@ class Vcctl:
         return f"delete queue {name} successfully"
 
     # -- explain -------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """Every object an explanation of a job or queue reads, listed once."""
+        ser = self.core.api_client.sanitize_for_serialization
+        classes = client.SchedulingV1Api(self.core.api_client).list_priority_class().items
+        return Snapshot(
+            nodes=[ser(n) for n in self.core.list_node().items],
+            pods=[ser(p) for p in self.core.list_pod_for_all_namespaces().items],
+            podgroups=self.custom.list_cluster_custom_object(*SCHED, "podgroups")["items"],
+            queues=self.custom.list_cluster_custom_object(*SCHED, "queues")["items"],
+            priority_classes={c.metadata.name: int(c.value or 0) for c in classes},
+        )
+
+    def explain_job(self, ns: str, name: str) -> str:
+        """A Volcano Job, or (for operators' PodGroups) a PodGroup of that name."""
+        job: dict[str, Any] | None
+        try:
+            job = self.custom.get_namespaced_custom_object(*BATCH, ns, "jobs", name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            job = None
+        snap = self.snapshot()
+        group = job_podgroup(snap, job) if job else snap.groups.get(f"{ns}/{name}")
+        if job is None and group is None:
+            return f"job {ns}/{name}: no Volcano Job or PodGroup of that name"
+        return explain_job(snap, job, group, f"{ns}/{name}")
+
     def explain(self, ns: str, kind: str, name: str) -> str:
+        if kind == "job":
+            return self.explain_job(ns, name)
+        if kind == "queue":
+            return explain_queue(self.snapshot(), name)
         out: list[str] = []
         group = name
         if kind == "pod":
@@ -217,10 +255,11 @@ class Vcctl:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vcctl",
-        description="Volcano's command line for jobs and queues, plus explain (why a pod waits).",
+        description="Volcano's command line for jobs and queues, plus explain (why a job, pod or "
+        "PodGroup waits; a queue's share and who waits) and version.",
     )
     p.add_argument("--kubeconfig", help="kubeconfig path (default: as kubectl finds it)")
-    sub = p.add_subparsers(dest="group", required=True, metavar="{job,queue,explain}")
+    sub = p.add_subparsers(dest="group", required=True, metavar="{job,queue,explain,version}")
 
     job = sub.add_parser("job", help="Volcano batch jobs")
     jsub = job.add_subparsers(dest="cmd", required=True)
@@ -254,14 +293,42 @@ def build_parser() -> argparse.ArgumentParser:
     qo.add_argument("-a", "--action", required=True, choices=["open", "close", "update"])
     qo.add_argument("-w", "--weight", type=int, default=0)
 
-    ex = sub.add_parser("explain", help="why a pod or PodGroup waits (conditions and events)")
-    ex.add_argument("kind", choices=["pod", "podgroup"])
+    ex = sub.add_parser(
+        "explain",
+        help="why a job, pod or PodGroup waits; a queue's share and who waits in it",
+    )
+    ex.add_argument("kind", choices=["job", "queue", "pod", "podgroup"])
     ex.add_argument("name")
-    ex.add_argument("-n", "--namespace", default="default")
+    ex.add_argument("-n", "--namespace", default="default", help="(not used for a queue)")
+    sub.add_parser("version", help="vcctl's version and the server's")
     return p
 
 
+def version(kubeconfig: str | None) -> str:
+    """Our version and Python's, then the API server's and the Volcano APIs it serves."""
+    try:
+        ours = importlib.metadata.version("pyextender")
+    except importlib.metadata.PackageNotFoundError:
+        ours = "unknown (not installed)"
+    lines = [f"vcctl (pyextender) {ours}, Python {platform.python_version()}"]
+    try:
+        api = api_client(kubeconfig)
+        info = client.VersionApi(api).get_code()
+        groups = client.ApisApi(api).get_api_versions().groups
+    except (ClientConfigError, ApiException, OSError, urllib3.exceptions.HTTPError) as exc:
+        lines.append(f"server: not reachable ({type(exc).__name__}: {exc})".splitlines()[0])
+        return "\n".join(lines)
+    lines.append(f"server: Kubernetes {info.git_version}")
+    volcano = sorted(
+        g.preferred_version.group_version for g in groups if g.name.endswith(".volcano.sh")
+    )
+    lines.append(f"Volcano APIs served: {', '.join(volcano) or 'none (CRDs not installed)'}")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> str:
+    if args.group == "version":
+        return version(args.kubeconfig)
     v = Vcctl(args.kubeconfig)
     if args.group == "explain":
         return v.explain(args.namespace, args.kind, args.name)

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from devcluster.cluster import ClusterState
-from tests.e2e.kube import gang, wait_for
+from tests.e2e.kube import bound_of, condition, gang, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -60,3 +60,84 @@ def test_explain_says_why_a_gang_waits(
     out = vcctl(state, "explain", "pod", "huge-0", "-n", namespace).stdout
     assert "gates ['pyextender.io/gang']" in out
     assert "Unschedulable=True" in out and "Insufficient nvidia.com/gpu" in out, out
+
+
+def test_version_names_the_server_and_the_volcano_apis(state: ClusterState) -> None:
+    out = vcctl(state, "version")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("vcctl (pyextender) 0.1.0, Python 3.")
+    assert lines[1] == "server: Kubernetes v1.36.3"
+    assert lines[2].startswith("Volcano APIs served: ")
+    for api in ("batch.volcano.sh/v1alpha1", "scheduling.volcano.sh/v1beta1"):
+        assert api in lines[2], lines[2]
+
+
+def test_explain_queue_and_job(
+    state: ClusterState,
+    core: client.CoreV1Api,
+    api: client.ApiClient,
+    namespace: str,
+    sidecar: str,
+) -> None:
+    """A queue capped at 8 GPUs runs a 4-GPU gang that declares 10 minutes; "big" (2 x 8
+    GPUs) and then "mid" (8 GPUs) wait in it, big first (older, same priority)."""
+    custom = client.CustomObjectsApi(api)
+    queue = f"q{namespace.replace('-', '')}"
+    custom.create_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": queue},
+        "spec": {"weight": 2, "reclaimable": True, "capability": {"nvidia.com/gpu": "8"}},
+    })  # fmt: skip
+    try:
+        small = gang(core, api, namespace, "small", 1, gpus=4, queue_name=queue,
+                     pod_annotations={"pyextender.io/running-estimate": "10m"})  # fmt: skip
+        wait_for("small running", lambda: bound_of(core, namespace, small) == 1, timeout=60)
+        gang(core, api, namespace, "big", 2, gpus=8, queue_name=queue,
+             annotations={"sla-waiting-time": "1h"})  # fmt: skip
+        gang(core, api, namespace, "mid", 1, gpus=8, queue_name=queue)
+        for name in ("big", "mid"):
+            wait_for(
+                f"{name}'s reason",
+                lambda name=name: condition(api, namespace, name, "Unschedulable"),  # type: ignore[misc]
+                timeout=30,
+            )
+        out = vcctl(state, "explain", "queue", queue)
+        assert out.returncode == 0, out.stderr
+        print(out.stdout)  # shown by pytest -s (and with a failure)
+        lines = out.stdout.splitlines()
+        assert lines[0] == f"queue {queue}: Open, weight 2, parent root, reclaimable", out.stdout
+        gpu = next(line.split() for line in lines if line.split()[:1] == ["nvidia.com/gpu"])
+        # allocated 4, capability 8, asked 4 + 16 + 8
+        assert (gpu[1], gpu[3], gpu[5]) == ("4", "8", "28"), out.stdout
+        waiting = [line.strip() for line in lines if line.strip()[1:3] == ". "]
+        assert len(waiting) == 2, out.stdout  # small is bound: it no longer waits
+        assert waiting[0].startswith(f"1. {namespace}/big  Pending  minMember 2"), out.stdout
+        assert waiting[1].startswith(f"2. {namespace}/mid  Pending  minMember 1"), out.stdout
+        assert "capability exceeded" in waiting[0], out.stdout
+
+        out = vcctl(state, "explain", "job", "mid", "-n", namespace)
+        assert out.returncode == 0, out.stderr
+        print(out.stdout)
+        text = out.stdout
+        assert f"position: 2 of 2 waiting in queue {queue}" in text, text
+        assert f"capability: queue {queue} would exceed it (nvidia.com/gpu 12/8)" in text, text
+        assert "scheduler: " in text and "capability exceeded" in text, text
+        # small's 4 GPUs come back within its declared 10 minutes: then mid fits
+        start = next(line for line in text.splitlines() if line.startswith("  start: "))
+        assert start.startswith("  start: at the earliest in "), text
+        minutes = start.split("in ", 1)[1].split(" ", 1)[0]
+        assert minutes.endswith("s") and ("m" in minutes and int(minutes.split("m")[0]) <= 9), text
+
+        big = vcctl(state, "explain", "job", "big", "-n", namespace).stdout
+        assert f"position: 1 of 2 waiting in queue {queue}" in big, big
+        assert "gang: 2 pods must fit at once (minMember 2)" in big, big
+        assert "reservation: sla-waiting-time 1h" in big, big
+        assert "start: no estimate" in big, big  # 16 GPUs never fit under a cap of 8
+    finally:
+        custom.delete_collection_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
+        )
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
+        custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", queue)
