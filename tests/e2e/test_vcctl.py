@@ -9,7 +9,8 @@ import sys
 import pytest
 from kubernetes import client
 
-from devcluster.cluster import ClusterState
+from devcluster.cluster import Cluster, ClusterState
+from devcluster.controllers import enable_controllers
 from tests.e2e.kube import bound_of, condition, gang, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -140,4 +141,55 @@ def test_explain_queue_and_job(
         )
         core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
+        custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", queue)
+
+
+def test_explain_a_volcano_job(
+    cluster: Cluster, state: ClusterState, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    """A Volcano Job, through the controllers: explain finds the PodGroup they made for it
+    (<job>-<uid>) and says the queue's capability is what it waits for."""
+    enable_controllers(cluster)
+    custom = client.CustomObjectsApi(api)
+    queue = f"j{namespace.replace('-', '')}"
+    custom.create_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": queue},
+        "spec": {"weight": 1, "capability": {"nvidia.com/gpu": "8"}},
+    })  # fmt: skip
+    container = {"name": "main", "image": "busybox",
+                 "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "8"},
+                               "limits": {"nvidia.com/gpu": "8"}}}  # fmt: skip
+    custom.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs", {
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "train"},
+        "spec": {"minAvailable": 2, "schedulerName": "volcano", "queue": queue,
+                 "tasks": [{"name": "worker", "replicas": 2,
+                            "template": {"spec": {"containers": [container],
+                                                  "restartPolicy": "Never"}}}]},
+    })  # fmt: skip
+    try:
+        uid = custom.get_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", namespace, "jobs", "train"
+        )["metadata"]["uid"]
+        wait_for(
+            "the PodGroup's reason",
+            lambda: condition(api, namespace, f"train-{uid}", "Unschedulable"),
+            timeout=60,
+        )
+        out = vcctl(state, "explain", "job", "train", "-n", namespace)
+        assert out.returncode == 0, out.stderr
+        print(out.stdout)
+        lines = out.stdout.splitlines()
+        assert lines[0] == f"job {namespace}/train: Pending, minAvailable 2 of 2 replicas, " \
+            f"queue {queue}", out.stdout  # fmt: skip
+        assert lines[1].startswith(f"  podgroup {namespace}/train-{uid}: Pending, minMember 2, "
+                                   "2 pods (0 bound"), out.stdout  # fmt: skip
+        assert f"position: 1 of 1 waiting in queue {queue}" in out.stdout
+        assert f"capability: queue {queue} would exceed it (nvidia.com/gpu 16/8)" in out.stdout
+        assert "start: no estimate" in out.stdout
+    finally:
+        custom.delete_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", namespace, "jobs", "train"
+        )
         custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", queue)
