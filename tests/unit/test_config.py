@@ -177,7 +177,7 @@ def test_example_config_loads_with_typed_arguments() -> None:
         resource_weights={"nvidia.com/gpu": 8},
     )
     assert args("nodeorder") == NodeOrderArgs(least_requested=1, balanced=1)
-    assert args("predicates").gpu_sharing is True
+    assert args("predicates").gpu_sharing is False  # see the example's comment
     assert args("overcommit").factor == 1.2
     assert args("sla").waiting_time == dt.timedelta(minutes=30)
     drf = config.plugin("drf")

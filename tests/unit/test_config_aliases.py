@@ -187,3 +187,10 @@ def test_validate_config_as_a_process(tmp_path: Path) -> None:
     assert failed.returncode == 1
     assert failed.stdout == ""
     assert failed.stderr.splitlines()[-1] == f"{bad}: 6 problems"
+
+
+def test_shipped_example_passes_validate_config(capsys: pytest.CaptureFixture[str]) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "volcano-scheduler.conf"
+    assert main(["validate-config", str(example)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "tier 2: overcommit, drf, predicates, proportion, nodeorder, binpack, sla" in out
