@@ -6,7 +6,9 @@ then creates gang-member pods (group-name annotation, so the API server sends
 every create to the webhook) in an adopted namespace at --rate per second for
 --duration seconds. Creates are paced open-loop (create i is due at start + i/rate)
 and sent by --threads threads, so a slow answer does not lower the offered rate.
-The pods are gated by the webhook, so nothing schedules them.
+The pods are gated by the webhook, so nothing schedules them. First, unless
+--no-baseline, the same load goes into a namespace the webhook ignores: what the
+API server and this client manage on this machine without us, in the same run.
 
 Reported: offered and achieved creates/s, client-side create latency p50/p99
 (the whole API call: the API server, the webhook call, etcd), the webhook's own
@@ -42,6 +44,8 @@ from devcluster.webhook import enable_webhook, webhook_url
 from pyextender.api.names import ENABLED_LABEL, GROUP_NAME_ANNOTATION
 
 NAMESPACE = "load"
+PLAIN_NAMESPACE = "load-plain"
+"""Not adopted: the API server does not call the webhook (the baseline phase)."""
 WEBHOOK_SERIES = "pyextender_webhook_admission_duration_seconds"
 APISERVER_SERIES = "apiserver_admission_webhook_admission_duration_seconds"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -141,8 +145,11 @@ def cpu_by_role(st: ClusterState) -> dict[str, float]:
 
 
 class Load:
-    def __init__(self, api: client.ApiClient, rate: float, duration: float) -> None:
+    def __init__(
+        self, api: client.ApiClient, rate: float, duration: float, namespace: str = NAMESPACE
+    ) -> None:
         self.core = client.CoreV1Api(api)
+        self.namespace = namespace
         self.rate = rate
         self.total = int(rate * duration)
         self.next = 0
@@ -167,7 +174,7 @@ class Load:
             sent = time.monotonic()
             try:
                 resp = self.core.create_namespaced_pod(
-                    NAMESPACE, pod(i), _preload_content=False, _request_timeout=30
+                    self.namespace, pod(i), _preload_content=False, _request_timeout=30
                 )
                 resp.read()
                 ok = True
@@ -198,6 +205,11 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of load (60)")
     ap.add_argument("--threads", type=int, default=48, help="concurrent creates (48)")
     ap.add_argument("--quick", action="store_true", help="a short smoke run: 10 s")
+    ap.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip the baseline phase (the same load into a namespace the webhook ignores)",
+    )
     args = ap.parse_args()
     if args.quick:
         args.duration = 10.0
@@ -213,6 +225,15 @@ def main() -> int:
         client.CoreV1Api(api).create_namespace(
             {"metadata": {"name": NAMESPACE, "labels": {ENABLED_LABEL: "true"}}}
         )
+        base: Load | None = None
+        base_wall = 0.0
+        if not args.no_baseline:
+            # the same creates where the webhook is not called: what this machine's API
+            # server (and this client) can do without us, measured in the same run
+            client.CoreV1Api(api).create_namespace({"metadata": {"name": PLAIN_NAMESPACE}})
+            say(f"baseline: {int(args.rate * args.duration)} creates, no webhook call")
+            base = Load(api, args.rate, args.duration, PLAIN_NAMESPACE)
+            base_wall = base.run(args.threads)
         pki = Path(st.dir) / "pki"
         ca = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         admin = ssl.create_default_context(cafile=str(pki / "ca.crt"))
@@ -245,6 +266,9 @@ def main() -> int:
         return None if v is None else round(v * 1000, 2)
 
     cpu = {k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1) for k in cpu_after}
+    base_rate = round(len(base.latency) / base_wall, 1) if base is not None and base_wall else None
+    rate = len(load.latency) / wall if wall else 0.0
+    base_lat = np.asarray(base.latency if base is not None else []) * 1000
     result = {
         "offered_creates_per_s": args.rate,
         "duration_s": args.duration,
@@ -252,7 +276,7 @@ def main() -> int:
         "creates": len(load.ends),
         "failed_creates": len(load.failures),
         "pods_stored": stored,
-        "creates_per_s": round(len(load.latency) / wall, 1) if wall else 0.0,
+        "creates_per_s": round(rate, 1),
         "wall_s": round(wall, 1),
         "p50_ms": round(float(np.percentile(lat, 50)), 1) if lat.size else None,
         "p99_ms": round(float(np.percentile(lat, 99)), 1) if lat.size else None,
@@ -263,6 +287,10 @@ def main() -> int:
         "apiserver_webhook_call_p50_ms": ms(quantile(api_before, api_after, 0.5)),
         "apiserver_webhook_call_p99_ms": ms(quantile(api_before, api_after, 0.99)),
         "webhook_timeout_s": 5,
+        "baseline_creates_per_s": base_rate,
+        "baseline_failed_creates": len(base.failures) if base is not None else None,
+        "baseline_p99_ms": round(float(np.percentile(base_lat, 99)), 1) if base_lat.size else None,
+        "ratio_vs_baseline": round(rate / base_rate, 2) if base_rate else None,
         "cpu_s": cpu,
         "cpus": os.cpu_count(),
     }
@@ -275,6 +303,12 @@ def main() -> int:
             f"{result['p50_ms']} / {result['p99_ms']} / {result['max_ms']} ms",
         ),
         ("start lag p99", f"{result['start_lag_p99_ms']} ms behind schedule"),
+        (
+            "baseline (no webhook call)",
+            f"{result['baseline_creates_per_s']} creates/s, p99 {result['baseline_p99_ms']} ms, "
+            f"{result['baseline_failed_creates']} failed",
+        ),
+        ("with webhook / baseline", f"{result['ratio_vs_baseline']} (creates/s)"),
         (
             "webhook handler p50/p99",
             f"{result['webhook_handler_p50_ms']} / "

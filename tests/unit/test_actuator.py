@@ -138,8 +138,10 @@ def test_admit_carries_resource_version_and_keeps_other_conditions() -> None:
     assert [c["type"] for c in body["status"]["conditions"]] == ["Scheduled"]
     lifts = api.ops("patch_namespaced_pod")
     assert len(lifts) == 2
-    patch = lifts[0][0][2]
-    assert patch[0] == {"op": "test", "path": "/metadata/uid", "value": "uid-a"}
+    # the two lifts run concurrently: find each pod's patch by name, not by order
+    by_pod = {args[0]: args[2] for args, _ in lifts}
+    assert by_pod["a"][0] == {"op": "test", "path": "/metadata/uid", "value": "uid-a"}
+    assert by_pod["b"][0] == {"op": "test", "path": "/metadata/uid", "value": "uid-b"}
     assert _count(metrics, "admit", "ok") == 1 and _count(metrics, "lift", "ok") == 2
 
 
