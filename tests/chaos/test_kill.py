@@ -131,6 +131,13 @@ def test_kill_9_and_restart(cluster: Cluster, api: client.ApiClient, role: str) 
             lambda: work.settled() and _completed(work, work.jobs),
             timeout=RECOVERY_S,
         )
+        # a short run on a loaded machine may end before the checker had its
+        # minimum: it keeps checking the settled cluster until it has
+        wait_until(
+            f"{MIN_SAMPLES} invariant samples",
+            lambda: checker.samples >= MIN_SAMPLES,
+            timeout=60,
+        )
         work.stop()
         assert not work.errors, work.errors
         assert unexplained(api, ns) == []
