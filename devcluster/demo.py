@@ -6,8 +6,11 @@ pyextender sidecar, controllers and admission webhook, adopts namespace
 ``examples/demo/volcano-jobs.yaml`` and the plain GPU pods in
 ``examples/demo/gpu-workload.yaml``, and shows every pod going from Pending to
 bound/Running with its gang's phase and the extender's decision (where it was
-bound and with what score, or why it cannot be). Leaves the cluster running
-and says how to look at it and how to stop it.
+bound and with what score, or why it cannot be); under the table, each Volcano
+Job's phase and the GPUs each queue holds. Pods run until deleted on kwok's
+nodes; the sweep Job's pods run 20 s (``pyextender.io/simulated-duration``), so
+the demo waits until that Job has completed. Leaves the cluster running and says
+how to look at it and how to stop it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from rich.table import Table
 from devcluster.build import KUBE_VERSION, binary_path
 from devcluster.cluster import MODES, Cluster, ClusterState
 from devcluster.controllers import enable_controllers
+from devcluster.kwok_stages import DURATION_ANNOTATION
 from devcluster.nodes import NodeShape
 from devcluster.webhook import enable_webhook
 from pyextender.api.names import ENABLED_LABEL
@@ -98,15 +102,47 @@ def _groups(custom: client.CustomObjectsApi) -> dict[str, str]:
     return {g["metadata"]["name"]: (g.get("status") or {}).get("phase", "Pending") for g in items}
 
 
+def _jobs_and_queues(custom: client.CustomObjectsApi) -> str:
+    """One line: each Volcano Job's phase, and what each queue holds (its status.allocated)."""
+    jobs = custom.list_namespaced_custom_object("batch.volcano.sh", "v1alpha1", "demo", "jobs")
+    phases = [
+        f"{j['metadata']['name']} {((j.get('status') or {}).get('state') or {}).get('phase', '-')}"
+        for j in jobs["items"]
+    ]
+    queues = custom.list_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues")
+    held = []
+    for q in queues["items"]:
+        allocated = (q.get("status") or {}).get("allocated") or {}
+        gpus = allocated.get("nvidia.com/gpu")
+        if gpus:
+            held.append(
+                f"{q['metadata']['name']} holds {gpus} GPUs, {allocated.get('cpu', 0)} CPUs"
+            )
+    return f"Volcano Jobs: {', '.join(phases) or '-'}; queues: {', '.join(held) or 'nothing held'}"
+
+
+def _timed_pods_running(pods: list[Any]) -> bool:
+    """A pod that will end by itself (pyextender.io/simulated-duration) has not ended yet."""
+    return any(
+        p.status.phase not in ("Succeeded", "Failed")
+        and DURATION_ANNOTATION in (p.metadata.annotations or {})
+        for p in pods
+    )
+
+
 def _table(
     pods: list[Any],
     decisions: dict[str, dict[str, Any]],
     failures: dict[str, str],
     groups: dict[str, str],
     elapsed: float,
+    caption: str = "",
 ) -> Table:
     bound = sum(1 for p in pods if p.spec.node_name)
-    t = Table(title=f"pods in namespace demo: {bound}/{len(pods)} bound, {elapsed:.0f}s")
+    t = Table(
+        title=f"pods in namespace demo: {bound}/{len(pods)} bound, {elapsed:.0f}s",
+        caption=caption or None,
+    )
     for col in ("POD", "GPUS", "GANG (PHASE)", "PHASE", "NODE", "EXTENDER DECISION"):
         t.add_column(col)
     for p in sorted(pods, key=lambda p: p.metadata.name):
@@ -223,11 +259,18 @@ def main(argv: list[str] | None = None) -> int:
                 last_bound, last_change = bound, now
             live.update(
                 _table(
-                    pods, _decisions(st.extender_url), _failures(core), _groups(custom), now - start
+                    pods,
+                    _decisions(st.extender_url),
+                    _failures(core),
+                    _groups(custom),
+                    now - start,
+                    _jobs_and_queues(custom),
                 )
             )
-            # settled: nothing new bound for 5 s (the rest cannot fit), or time is up
-            if now - last_change > 5 or now - start > args.timeout:
+            # settled: nothing new bound for 5 s (the rest cannot fit) and no pod with a
+            # simulated run time still running, or time is up
+            quiet = now - last_change > 5 and not _timed_pods_running(pods)
+            if quiet or now - start > args.timeout:
                 break
             time.sleep(0.5)
 

@@ -41,7 +41,7 @@ def test_make_run_comes_up_and_every_printed_command_works(tmp_path: Path) -> No
     cluster = Cluster(name, root=tmp_path)
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "devcluster.demo", "--name", name, "--timeout", "40"],
+            [sys.executable, "-m", "devcluster.demo", "--name", name, "--timeout", "60"],
             cwd=REPO,
             env=env,
             capture_output=True,
@@ -50,6 +50,9 @@ def test_make_run_comes_up_and_every_printed_command_works(tmp_path: Path) -> No
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "sidecar ready" in proc.stdout and "admission webhook ready" in proc.stdout
+        # the last table: the long job runs on, the 20 s one completed, the queue holds GPUs
+        assert "pretrain Running" in proc.stdout and "sweep Completed" in proc.stdout
+        assert "queues: default holds " in proc.stdout
         commands = _printed_commands(proc.stdout)
         assert commands[-1].startswith(f"make cluster-down NAME={name}")
         st = cluster.state
