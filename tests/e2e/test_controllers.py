@@ -27,7 +27,7 @@ from devcluster.controllers import (
     start_controllers,
     wait_ready,
 )
-from devcluster.kwok_stages import DURATION_ANNOTATION
+from devcluster.kwok_stages import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION
 from pyextender.api import names
 from tests.e2e.kube import metrics, pod, wait_for
 
@@ -277,6 +277,21 @@ def test_job_pods_run_until_deleted_or_for_their_simulated_duration(
     status = (get_job(co, ns, "forever") or {})["status"]
     assert status["state"]["phase"] == "Running"
     assert status["running"] == 2
+
+
+def test_simulated_exit_code_drives_an_exit_code_policy(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    body = job_body(
+        "ec", replicas=1, run_for="2s", policies=[{"exitCode": 3, "action": "AbortJob"}]
+    )
+    body["spec"]["tasks"][0]["template"]["metadata"]["annotations"][EXIT_CODE_ANNOTATION] = "3"
+    create_job(co, ns, body)
+    wait_for("a pod", lambda: len(live_pods(core, ns)) == 1)
+    ungate(core, ns)
+    wait_for("job Aborted", lambda: job_phases(co, ns, "ec")[-1:] == ["Aborted"], timeout=60)
+    assert "Running" in job_phases(co, ns, "ec")
+    assert any("(exit code 3)" in e and e.startswith("AbortJob:") for e in events(core, ns, "ec"))
 
 
 def test_podgroup_and_queue_status_follow_running_pods(
