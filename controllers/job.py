@@ -5,10 +5,11 @@ Watches Jobs, their pods and PodGroups. A pod that fails, is evicted
 Request; lifecycle policies turn it into an action (job_state.decide); the
 job's phase and that action say what to kill and which phase follows
 (job_state.plan / next_phase). In Pending and Running the controller syncs:
-it makes sure the PodGroup and every pod ``<job>-<task>-<i>`` exist (pods of a
-gang not yet admitted are created with our scheduling gate), and removes pods
-beyond the replicas. It is the only writer of Job status. Finished jobs with
-``ttlSecondsAfterFinished`` are deleted when it expires.
+it makes sure the PodGroup, the objects of the Job's plugins (job_plugins.py)
+and every pod ``<job>-<task>-<i>`` exist (pods of a gang not yet admitted are
+created with our scheduling gate), and removes pods beyond the replicas. It is
+the only writer of Job status. Finished jobs with ``ttlSecondsAfterFinished`` are
+deleted when it expires.
 """
 
 from __future__ import annotations
