@@ -4,19 +4,23 @@ As Volcano: the Command is deleted first, so it runs at most once, then its
 action goes to the target's controller: job actions (AbortJob, ResumeJob,
 RestartJob, RestartTask, TerminateJob, CompleteJob) to the Job controller as a
 request that overrides lifecycle policies; OpenQueue/CloseQueue to the Queue
-controller.
+controller. A RestartTask Command names its task in the annotation
+``volcano.sh/task-spec`` (the key Volcano puts on a task's pods); the webhook
+requires it.
 """
 
 from __future__ import annotations
 
 import logging
 
+from controllers import pods as P
 from controllers.job import JobController
 from controllers.job_state import Request
 from controllers.kube import COMMANDS
 from controllers.queue import QueueController
 from controllers.runtime import Context, Controller, call, ignore_missing
 from controllers.store import Obj, split_key
+from pyextender.api import names
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +88,13 @@ class CommandController(Controller):
                     "CommandIssued",
                     f"command {name} asks for {action}; the command is deleted so it runs once",
                 )
-            self.jobs.request(job_key, Request(event="CommandIssued", action=action))
+            # RestartTask names its task as Volcano's pods do: annotation volcano.sh/task-spec
+            task = P.annotations_of(cmd).get(names.VOLCANO_TASK_SPEC, "")
+            tasks = [t.get("name") for t in ((job or {}).get("spec") or {}).get("tasks") or []]
+            if action == "RestartTask" and task not in tasks:
+                why = f"RestartTask names task {task!r}; job {target} has tasks {tasks}"
+                ctx.recorder.event(cmd, "CommandRejected", why, warning=True)
+                return
+            self.jobs.request(job_key, Request(event="CommandIssued", action=action, task=task))
         else:
             self.queues.command(target, action)

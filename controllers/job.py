@@ -59,6 +59,9 @@ class JobController(Controller):
         """Job key -> resourceVersion we already reported as invalid."""
         self._hosts: dict[str, dict[str, str]] = {}
         """Job uid -> the svc host ConfigMap data last written (rewritten after a restart)."""
+        self._delayed: dict[str, dict[str, tuple[float, Request]]] = {}
+        """Job key -> pod name ("" for the job) -> (monotonic deadline, the request to run
+        then, its action set): actions a policy's ``timeout`` put off."""
         ctx.pods.add_index("job", lambda o: [k] if (k := _owner_job(o)) else [])
         ctx.podgroups.add_index("job", lambda o: [k] if (k := _owner_job(o)) else [])
         ctx.jobs.add_handler(self._on_job)
@@ -114,19 +117,61 @@ class JobController(Controller):
         after = P.phase(new)
         event = "OutOfSync"
         exit_code = None
+        if after == "Running" and before != "Running":
+            self._cancel_delayed(job_key, base.pod, ("PodFailed", "PodEvicted"))
         if after == "Failed" and before != "Failed":
             event, exit_code = "PodFailed", P.exit_code(new)
         elif after == "Succeeded" and before != "Succeeded" and self._task_completed(job_key, task):
             event = "TaskCompleted"
+        elif P.restart_count(new) > (
+            P.restart_count(old) if old is not None else 0
+        ) and self._task_failed(job_key, task):
+            event = "TaskFailed"
         if (
             event == "OutOfSync"
             and old is not None
             and before == after
             and P.deleting(old) == P.deleting(new)
             and P.node_name(old) == P.node_name(new)
+            and P.containers_ready(old) == P.containers_ready(new)
         ):
-            return  # nothing the job counts has changed
+            return  # nothing the job counts (or a dependsOn waits for) has changed
         self.request(job_key, dataclasses.replace(base, event=event, exit_code=exit_code))
+
+    def _task_failed(self, job_key: str, task: str) -> bool:
+        raw = self.ctx.jobs.get(job_key)
+        if raw is None:
+            return False
+        try:
+            job = Job.from_dict(raw)
+        except FieldError:
+            return False
+        return job_state.task_restarts_exceeded(job, task, self.ctx.pods.by_index("job", job_key))
+
+    # -- delayed actions (a policy's timeout) ---------------------------------------
+    def _delay(self, key: str, req: Request, action: str, seconds: float) -> None:
+        """Run ``action`` for ``req`` after ``seconds``, unless cancelled before."""
+        later = dataclasses.replace(req, action=action)
+        self._delayed.setdefault(key, {})[req.pod] = (time.monotonic() + seconds, later)
+        self.queue.add_after(key, seconds)
+
+    def _cancel_delayed(self, key: str, pod: str, events: tuple[str, ...]) -> None:
+        """A pod that runs again cancels the actions its failure or eviction put off."""
+        waiting = self._delayed.get(key, {})
+        pending = waiting.get(pod)
+        if pending is not None and pending[1].event in events:
+            del waiting[pod]
+            log.info("job %s: pod %s runs again; delayed %s cancelled", key, pod, pending[1].action)
+
+    def _due(self, key: str) -> list[Request]:
+        waiting = self._delayed.get(key)
+        if not waiting:
+            return []
+        now = time.monotonic()
+        due = [req for deadline, req in waiting.values() if deadline <= now]
+        for target in [t for t, (deadline, _) in waiting.items() if deadline <= now]:
+            del waiting[target]
+        return due
 
     def _on_podgroup(self, key: str, old: Obj | None, new: Obj | None) -> None:
         pg = new if new is not None else old
@@ -145,9 +190,10 @@ class JobController(Controller):
 
     # -- reconcile ------------------------------------------------------------------
     async def reconcile(self, key: str) -> None:
-        reqs = self.requests.pop(key, None) or [Request()]
+        reqs = [*self._due(key), *(self.requests.pop(key, None) or [])] or [Request()]
         raw = self.ctx.jobs.get(key)
         if raw is None:
+            self._delayed.pop(key, None)
             await self._cleanup_deleted(key)
             return
         if P.deleting(raw):
@@ -185,7 +231,16 @@ class JobController(Controller):
             )
             status["minAvailable"] = job.spec.gang_size
         phase = str(status["state"]["phase"])
-        action = job_state.decide(job, req)
+        action, delay = job_state.decide_with_delay(job, req)
+        if delay > 0:
+            what = f"pod {req.pod} {req.event}" if req.pod else req.event
+            ctx.recorder.event(
+                raw, "ExecuteAction", f"{what}: execute action {action} after {delay:g}s"
+            )
+            self._delay(key, req, action, delay)
+            action = job_state.SYNC
+        elif action not in job_state.INTERNAL_ACTIONS:
+            self._delayed.pop(key, None)  # Volcano: any real action cancels the delayed ones
         if action != job_state.SYNC:
             what = f"pod {req.pod} {req.event}" if req.pod else req.event
             if req.exit_code is not None:
@@ -274,6 +329,7 @@ class JobController(Controller):
         by_name = {str(meta(p).get("name")): p for p in ours}
         wanted: set[str] = set()
         for task in job.spec.tasks:
+            may_create = job_state.dependencies_ready(job, task, ours)
             for i in range(task.replicas):
                 name = job_pods.pod_name(m.name, job_pods.task_name(task), i)
                 wanted.add(name)
@@ -281,6 +337,8 @@ class JobController(Controller):
                 if existing is not None:
                     counts.add(existing)
                     continue
+                if not may_create:
+                    continue  # dependsOn: created once the tasks it depends on are ready
                 body = job_pods.build_pod(job, task, i, gated)
                 created = await ignore_exists(call(ctx.kube.create_pod, m.namespace, body))
                 if created:

@@ -112,13 +112,23 @@ def min_resources(job: Job) -> dict[str, str]:
 
 
 def podgroup_spec(job: Job) -> dict[str, Any]:
-    return {
+    spec: dict[str, Any] = {
         "minMember": job.spec.gang_size,
         "minTaskMember": {task_name(t): t.min_members for t in job.spec.tasks},
         "queue": job.spec.queue,
         "priorityClassName": job.spec.priority_class_name,
         "minResources": min_resources(job),
     }
+    if job.spec.network_topology is not None:
+        # as Volcano: the mode, and highestTierAllowed or else highestTierName
+        nt = job.spec.network_topology
+        topology: dict[str, Any] = {"mode": nt.mode}
+        if nt.highest_tier_allowed is not None:
+            topology["highestTierAllowed"] = nt.highest_tier_allowed
+        elif nt.highest_tier_name:
+            topology["highestTierName"] = nt.highest_tier_name
+        spec["networkTopology"] = topology
+    return spec
 
 
 def build_podgroup(job: Job) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from controllers import pods as P
 from controllers.store import Obj
 from pyextender.api import names
 from pyextender.api.volcano import Job
+from pyextender.api.volcano.codec import duration_seconds
+from pyextender.api.volcano.job import TaskSpec
 
 SYNC = "SyncJob"
 RETAIN_SOFT = frozenset({"Succeeded", "Failed"})
@@ -47,22 +49,82 @@ class Request:
 
 def decide(job: Job, req: Request) -> str:
     """The action for ``req``: the Command's, or the first matching policy, or SyncJob."""
+    return decide_with_delay(job, req)[0]
+
+
+def decide_with_delay(job: Job, req: Request) -> tuple[str, float]:
+    """(action, seconds to wait before taking it): a matching policy's ``timeout``
+    delays its action (Volcano's delayed actions); 0 means now."""
     if req.action:
-        return req.action
+        return req.action, 0.0
     if req.event == "OutOfSync":
-        return SYNC
+        return SYNC, 0.0
     if 0 <= req.version < job.status.version:
-        return SYNC  # an event from pods of a previous run of the job
+        return SYNC, 0.0  # an event from pods of a previous run of the job
     policy_lists = [t.policies for t in job.spec.tasks if t.name == req.task and req.task]
     policy_lists.append(job.spec.policies)
     for policies in policy_lists:
         for policy in policies:
+            delay = duration_seconds(policy.timeout) if policy.timeout else 0.0
             events = [*policy.events, *([policy.event] if policy.event else [])]
             if events and (req.event in events or "*" in events) and policy.action:
-                return policy.action
+                return policy.action, delay
             if policy.exit_code is not None and policy.exit_code == req.exit_code:
-                return policy.action or SYNC
-    return SYNC
+                return policy.action or SYNC, delay
+    return SYNC, 0.0
+
+
+INTERNAL_ACTIONS = frozenset({SYNC})
+"""Actions that do not cancel the job's delayed actions (any policy or Command action does)."""
+
+
+def task_restarts_exceeded(job: Job, task: str, pods: Iterable[Obj]) -> bool:
+    """Volcano's TaskFailed: the container restarts of the task's Pending/Running pods
+    add up to more than the task's maxRetry (0 stands for Volcano's default, 3)."""
+    spec = next((t for t in job.spec.tasks if t.name == task), None)
+    if spec is None or spec.replicas == 0:
+        return False
+    limit = spec.max_retry or DEFAULT_TASK_MAX_RETRY
+    restarts = sum(
+        P.restart_count(p)
+        for p in pods
+        if P.annotations_of(p).get(names.VOLCANO_TASK_SPEC) == task
+        and P.phase(p) in ("Pending", "Running")
+    )
+    return restarts > limit
+
+
+DEFAULT_TASK_MAX_RETRY = 3
+
+
+def dependencies_ready(job: Job, task: TaskSpec, pods: Iterable[Obj]) -> bool:
+    """Volcano's dependsOn: a task's pods are created once the tasks it depends on are
+    ready: at least their minAvailable pods (replicas when unset, as Volcano's webhook
+    defaults it) Running or Succeeded with every container ready. ``iteration: any``
+    with several names needs one of them; otherwise all."""
+    deps = task.depends_on.name if task.depends_on else []
+    if not deps:
+        return True
+    listed = list(pods)
+    ready = [_task_ready(job, name, listed) for name in deps]
+    if len(deps) > 1 and task.depends_on is not None and task.depends_on.iteration == "any":
+        return any(ready)
+    return all(ready)
+
+
+def _task_ready(job: Job, name: str, pods: list[Obj]) -> bool:
+    spec = next((t for t in job.spec.tasks if t.name == name), None)
+    if spec is None:
+        return True  # the webhook refuses this; nothing to wait for
+    up = sum(
+        1
+        for p in pods
+        if P.annotations_of(p).get(names.VOLCANO_TASK_SPEC) == name
+        and not P.deleting(p)
+        and P.phase(p) in ("Running", "Succeeded")
+        and P.containers_ready(p)
+    )
+    return up >= spec.min_members
 
 
 @dataclass(frozen=True, slots=True)

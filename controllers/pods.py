@@ -69,3 +69,20 @@ def exit_code(pod: Obj) -> int | None:
             return int(term["exitCode"])
         return None
     return None
+
+
+def _container_statuses(pod: Obj) -> list[dict[str, Any]]:
+    status = pod.get("status") or {}
+    found = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+    return [cs for cs in found if isinstance(cs, dict)]
+
+
+def restart_count(pod: Obj) -> int:
+    """Container restarts of the pod, init containers included."""
+    return sum(int(cs.get("restartCount") or 0) for cs in _container_statuses(pod))
+
+
+def containers_ready(pod: Obj) -> bool:
+    """Every (non-init) container reports ready."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return all(isinstance(cs, dict) and cs.get("ready") for cs in statuses)

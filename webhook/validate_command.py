@@ -6,6 +6,7 @@ controller; refusing it at admission tells vcctl's user at once.
 
 from __future__ import annotations
 
+from pyextender.api import names
 from pyextender.api.volcano import Command
 from pyextender.api.volcano.codec import show
 from pyextender.api.volcano.queue import ROOT_QUEUE
@@ -31,4 +32,11 @@ def check_command(command: Command) -> Findings:
         )
     elif command.action == "CloseQueue" and target.name == ROOT_QUEUE:
         found.problem("target.name", "the root queue cannot be closed")
+    elif command.action == "RestartTask" and not command.metadata.annotations.get(
+        names.VOLCANO_TASK_SPEC
+    ):
+        found.problem(
+            f"metadata.annotations[{names.VOLCANO_TASK_SPEC}]",
+            "RestartTask needs the name of the task to restart here",
+        )
     return found

@@ -4,7 +4,9 @@ On CREATE and UPDATE: at least one task, named; pod names that fit 63
 characters; lifecycle policies without duplicate events or exit codes, no
 internal events, ``*`` alone; volumes with one unique mount path each and
 exactly one of volumeClaim / volumeClaimName; task dependencies that name
-tasks of the job and form no cycle. On CREATE: the queue exists and is open.
+tasks of the job and form no cycle. Fields our controllers do not implement are
+refused naming the field (a task's partitionPolicy; volumeClaim, i.e. a PVC to
+create), never accepted and ignored. On CREATE: the queue exists and is open.
 On UPDATE: only minAvailable, maxRetry and, per task, replicas, minAvailable
 and maxRetry may change, and tasks may be neither added nor removed.
 """
@@ -68,7 +70,13 @@ def _check_volumes(job: Job, found: Findings) -> None:
                 f"{show(volume.mount_path)} is already mounted by spec.volumes[{first}]",
             )
         mounts.setdefault(volume.mount_path, i)
-        if volume.volume_claim is None and not volume.volume_claim_name:
+        if volume.volume_claim is not None and not volume.volume_claim_name:
+            found.problem(
+                f"{path}.volumeClaim",
+                "not supported by pyextender's Job controller (it creates no PVCs); "
+                "create the PersistentVolumeClaim and name it in volumeClaimName",
+            )
+        elif volume.volume_claim is None and not volume.volume_claim_name:
             found.problem(path, "one of volumeClaim (a new PVC) or volumeClaimName is required")
         elif volume.volume_claim is not None and volume.volume_claim_name:
             found.problem(
@@ -124,6 +132,12 @@ def _check_tasks(job: Job, found: Findings) -> None:
         if not isinstance(pod_spec, Mapping) or not pod_spec.get("containers"):
             found.problem(f"{path}.template.spec.containers", "at least one container is required")
         _check_policies(task.policies, f"{path}.policies", found)
+        if task.partition_policy is not None:
+            found.problem(
+                f"{path}.partitionPolicy",
+                "not supported by pyextender: partitions are not placed as topology units; "
+                "remove it (spec.networkTopology constrains the whole gang)",
+            )
         for dep in task.depends_on.name if task.depends_on else []:
             if dep not in names:
                 found.problem(f"{path}.dependsOn.name", f"no task named {show(dep)} in this job")

@@ -244,6 +244,29 @@ CREATE_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
         ["spec.tasks: task dependencies form a cycle: a -> b -> a"],
     ),
     ("dependency dag", job(tasks=[task("a"), task("b", dependsOn={"name": ["a"]})]), []),
+    (
+        "partition policy is not implemented",
+        job(tasks=[task("a", partitionPolicy={"totalPartitions": 2, "partitionSize": 1})]),
+        ["spec.tasks[0].partitionPolicy: not supported"],
+    ),
+    (
+        "a PVC to create is not implemented",
+        job(volumes=[{"mountPath": "/d", "volumeClaim": {"accessModes": ["ReadWriteOnce"]}}]),
+        ["spec.volumes[0].volumeClaim: not supported", "volumeClaimName"],
+    ),
+    (
+        "policy timeout and task maxRetry are implemented",
+        job(
+            tasks=[task("a", maxRetry=2)],
+            policies=[{"event": "PodFailed", "action": "RestartJob", "timeout": "30s"}],
+        ),
+        [],
+    ),
+    (
+        "restart task without a task",
+        command("RestartTask"),
+        ["metadata.annotations[volcano.sh/task-spec]", "name of the task"],
+    ),
     ("command ok", command("AbortJob"), []),
     ("command open queue", command("OpenQueue", kind="Queue", name="closed"), []),
     ("command missing action", command(None), ["action: required"]),
