@@ -171,6 +171,8 @@ class JobController(Controller):
         due = [req for deadline, req in waiting.values() if deadline <= now]
         for target in [t for t, (deadline, _) in waiting.items() if deadline <= now]:
             del waiting[target]
+        if waiting:  # come back for the next one, whatever woke us
+            self.queue.add_after(key, max(0.05, min(d for d, _ in waiting.values()) - now))
         return due
 
     def _on_podgroup(self, key: str, old: Obj | None, new: Obj | None) -> None:

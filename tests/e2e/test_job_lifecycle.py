@@ -1,0 +1,346 @@
+"""Volcano Job lifecycle on a real cluster, driven by run time on kwok's fake nodes
+(devcluster/kwok_stages.py): PodFailed -> RestartJob until maxRetry then Failed,
+TaskCompleted -> CompleteJob, PodEvicted -> RestartJob after a real preemption by the
+sidecar, a policy's timeout, dependsOn ordering, and a queue's capability held by
+running jobs over time.
+
+Jobs of the first tests use default-scheduler and the test lifts the gang gate
+itself, again for every run of a restarted job (the sidecar of the shared cluster
+may lift it first). The preemption and capability tests use the ``volcano``
+scheduler: the sidecar admits gangs, kube-scheduler binds through the extender.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from devcluster.cluster import Cluster
+from devcluster.controllers import controllers_url, enable_controllers
+from devcluster.kwok_stages import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION
+from pyextender.api import names
+from tests.e2e.kube import bound_of, gang, priority_class, queue, wait_for
+from tests.e2e.test_controllers import (
+    JOBS,
+    create_job,
+    events,
+    get_job,
+    job_body,
+    job_phases,
+    live_pods,
+    ungate,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def controllers(cluster: Cluster) -> str:
+    enable_controllers(cluster)
+    return controllers_url(cluster)
+
+
+@pytest.fixture(scope="module")
+def co(api: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)
+
+
+@pytest.fixture
+def ns(namespace: str, co: client.CustomObjectsApi, controllers: str) -> Iterator[str]:
+    """A test namespace; its Jobs go first, so no controller recreates their pods."""
+    yield namespace
+    for job in co.list_namespaced_custom_object(*JOBS[:2], namespace, JOBS[2])["items"]:
+        co.delete_namespaced_custom_object(*JOBS[:2], namespace, JOBS[2], job["metadata"]["name"])
+    time.sleep(0.5)
+
+
+def ungating(core: client.CoreV1Api, ns: str, check: Any) -> Any:
+    """A wait_for check that first lifts the gates of whatever pods exist now."""
+
+    def step() -> Any:
+        ungate(core, ns)
+        return check()
+
+    return step
+
+
+def template(
+    run_for: str | None, cpu: str = "100m", gpus: int = 0, exit_code: str | None = None
+) -> dict[str, Any]:
+    annotations = {DURATION_ANNOTATION: run_for} if run_for else {}
+    if exit_code:
+        annotations[EXIT_CODE_ANNOTATION] = exit_code
+    resources: dict[str, Any] = {"requests": {"cpu": cpu}}
+    if gpus:
+        resources = {
+            "requests": {"cpu": cpu, "nvidia.com/gpu": str(gpus)},
+            "limits": {"nvidia.com/gpu": str(gpus)},
+        }
+    return {
+        "metadata": {"annotations": annotations},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "busybox", "resources": resources}],
+        },
+    }
+
+
+def tasks_job(name: str, tasks: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"schedulerName": "default-scheduler", "tasks": tasks, **spec},
+    }
+
+
+def event_count(core: client.CoreV1Api, ns: str, name: str, reason: str) -> int:
+    """How often ``reason`` was recorded on ``name`` (repeats are folded into a count)."""
+    evs = core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name}").items
+    return sum(e.count or 1 for e in evs if e.reason == reason)
+
+
+def pod_names(core: client.CoreV1Api, ns: str) -> set[str]:
+    return {p.metadata.name for p in live_pods(core, ns)}
+
+
+def test_pod_failed_restarts_the_job_until_max_retry_then_fails(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    body = job_body(
+        "flaky",
+        replicas=1,
+        run_for="2s",
+        policies=[{"event": "PodFailed", "action": "RestartJob"}],
+        maxRetry=2,
+    )
+    body["spec"]["tasks"][0]["template"]["metadata"]["annotations"][EXIT_CODE_ANNOTATION] = "1"
+    create_job(co, ns, body)
+    wait_for(
+        "job Failed after its retries",
+        ungating(core, ns, lambda: job_phases(co, ns, "flaky")[-1:] == ["Failed"]),
+        timeout=120,
+        interval=0.3,
+    )
+    phases = job_phases(co, ns, "flaky")
+    assert phases.count("Restarting") == 2, phases
+    assert phases.count("Running") >= 2, phases  # every run started before it failed
+    status = (get_job(co, ns, "flaky") or {})["status"]
+    assert status["retryCount"] == 2
+    assert status["state"]["reason"] == "JobFailed"
+    assert event_count(core, ns, "flaky", "RestartJob") == 2
+
+
+def test_task_completed_completes_the_job(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    """The driver ends after 3 s; its TaskCompleted policy completes the job, whose
+    workers (running until deleted) are removed while the driver's pod is kept."""
+    body = tasks_job(
+        "drv",
+        [
+            {
+                "name": "driver",
+                "replicas": 1,
+                "template": template("3s"),
+                "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+            },
+            {"name": "worker", "replicas": 2, "template": template(None)},
+        ],
+    )
+    create_job(co, ns, body)
+    wait_for(
+        "job Running",
+        ungating(core, ns, lambda: "Running" in job_phases(co, ns, "drv")),
+        timeout=60,
+    )
+    wait_for("job Completed", lambda: job_phases(co, ns, "drv")[-1:] == ["Completed"], timeout=60)
+    assert job_phases(co, ns, "drv")[-2:] == ["Completing", "Completed"]
+    wait_for("workers removed", lambda: pod_names(core, ns) == {"drv-driver-0"})
+    assert core.read_namespaced_pod("drv-driver-0", ns).status.phase == "Succeeded"
+    assert any(
+        e.startswith("CompleteJob:") and "TaskCompleted" in e for e in events(core, ns, "drv")
+    )
+
+
+def test_policy_timeout_delays_the_action(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    """PodFailed -> AbortJob after 6 s: the job stays Running that long, then aborts."""
+    body = tasks_job(
+        "slow",
+        [
+            {"name": "bad", "replicas": 1, "template": template("1s", exit_code="2")},
+            {"name": "good", "replicas": 1, "template": template(None)},
+        ],
+        policies=[{"event": "PodFailed", "action": "AbortJob", "timeout": "6s"}],
+    )
+    create_job(co, ns, body)
+    wait_for(
+        "the bad pod failed",
+        ungating(
+            core,
+            ns,
+            lambda: any(
+                p.status.phase == "Failed" for p in live_pods(core, ns) if "bad" in p.metadata.name
+            ),
+        ),
+        timeout=60,
+    )
+    failed_at = time.monotonic()
+    wait_for(
+        "the delay announced",
+        lambda: any(
+            e.startswith("ExecuteAction:") and "AbortJob after 6s" in e
+            for e in events(core, ns, "slow")
+        ),
+    )
+    assert "Aborting" not in job_phases(co, ns, "slow")
+    wait_for("job Aborted", lambda: job_phases(co, ns, "slow")[-1:] == ["Aborted"], timeout=60)
+    # 6 s after the controller saw the failure, which is after we did (minus polling)
+    assert time.monotonic() - failed_at >= 4.5
+    assert "Running" in job_phases(co, ns, "slow")
+
+
+def test_depends_on_creates_a_task_once_its_dependency_is_ready(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    held = template(None)
+    held["spec"]["schedulingGates"] = [{"name": "e2e.pyextender.io/hold"}]  # ours to lift
+    body = tasks_job(
+        "dag",
+        [
+            {"name": "master", "replicas": 1, "template": held},
+            {
+                "name": "worker",
+                "replicas": 2,
+                "template": template(None),
+                "dependsOn": {"name": ["master"]},
+            },
+        ],
+        minAvailable=1,
+    )
+    create_job(co, ns, body)
+    wait_for("the master pod", lambda: pod_names(core, ns) == {"dag-master-0"})
+    for _ in range(6):  # the master cannot run yet: no workers
+        time.sleep(0.5)
+        assert pod_names(core, ns) == {"dag-master-0"}
+    ungate(core, ns)
+    wait_for(
+        "workers after the master runs",
+        lambda: pod_names(core, ns) == {"dag-master-0", "dag-worker-0", "dag-worker-1"},
+        timeout=60,
+    )
+    master = core.read_namespaced_pod("dag-master-0", ns)
+    ready_at = next(c.last_transition_time for c in master.status.conditions if c.type == "Ready")
+    for name in ("dag-worker-0", "dag-worker-1"):
+        created = core.read_namespaced_pod(name, ns).metadata.creation_timestamp
+        assert created >= ready_at.replace(microsecond=0), (name, created, ready_at)
+    wait_for(
+        "job Running with every pod",
+        ungating(
+            core,
+            ns,
+            lambda: ((get_job(co, ns, "dag") or {}).get("status") or {}).get("running") == 3,
+        ),
+        timeout=60,
+    )
+
+
+def test_pod_evicted_restarts_the_job_after_a_preemption(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, api: client.ApiClient, ns: str
+) -> None:
+    """A low-priority Volcano Job holds every GPU; a high-priority gang preempts it
+    (the sidecar evicts the whole gang); PodEvicted -> RestartJob runs it again, and its
+    new pods wait for room."""
+    priority_class(api, "e2e-lifecycle-low", 10)
+    priority_class(api, "e2e-lifecycle-high", 1000)
+    body = tasks_job(
+        "low",
+        [{"name": "w", "replicas": 4, "template": template(None, gpus=4)}],
+        schedulerName="volcano",
+        priorityClassName="e2e-lifecycle-low",
+        policies=[{"event": "PodEvicted", "action": "RestartJob"}],
+    )
+    create_job(co, ns, body)
+    wait_for(
+        "low job Running on every GPU",
+        lambda: ((get_job(co, ns, "low") or {}).get("status") or {}).get("running") == 4,
+        timeout=90,
+    )
+    high = gang(core, api, ns, "high", 2, gpus=4, priority_class="e2e-lifecycle-high")
+    wait_for("high gang bound", lambda: bound_of(core, ns, high) == 2, timeout=120)
+    wait_for(
+        "low job restarted",
+        lambda: (
+            "Restarting" in job_phases(co, ns, "low")
+            and job_phases(co, ns, "low")[-1] in ("Pending", "Running")
+        ),
+        timeout=60,
+    )
+    status = (get_job(co, ns, "low") or {})["status"]
+    assert status["retryCount"] == 1 and status["version"] >= 1
+    assert any(e.startswith("RestartJob:") and "PodEvicted" in e for e in events(core, ns, "low"))
+    preempted = core.list_namespaced_event(ns, field_selector="reason=Preempted").items
+    victims = {e.involved_object.name for e in preempted}
+    # the sidecar evicts the whole gang; pods the RestartJob deleted first leave no event
+    assert victims and victims <= {f"low-w-{i}" for i in range(4)}, victims
+    wait_for(
+        "the next run's pods",
+        lambda: (
+            (p := [x for x in live_pods(core, ns) if x.metadata.name.startswith("low-")])
+            and len(p) == 4
+            and all(x.metadata.annotations[names.VOLCANO_JOB_VERSION] != "0" for x in p)
+        ),
+    )
+    # 8 GPUs are left and the job needs 16: the new run waits whole
+    time.sleep(3)
+    assert not [
+        p for p in live_pods(core, ns) if p.metadata.name.startswith("low-") and p.spec.node_name
+    ]
+
+
+def test_queue_capability_is_held_by_running_jobs(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, api: client.ApiClient, ns: str
+) -> None:
+    """A queue capped at 1 CPU: a job holding 800m for 12 s keeps a second job of
+    800m waiting the whole time; the second runs once the first completed."""
+    name = f"cap-{ns}"
+    queue(api, name, capability={"cpu": "1"})
+    try:
+        for job, run_for in (("first", "12s"), ("second", "2s")):
+            create_job(
+                co,
+                ns,
+                tasks_job(
+                    job,
+                    [{"name": "w", "replicas": 2, "template": template(run_for, cpu="400m")}],
+                    schedulerName="volcano",
+                    queue=name,
+                ),
+            )
+            if job == "first":
+                wait_for(
+                    "first Running",
+                    lambda: job_phases(co, ns, "first")[-1:] == ["Running"],
+                    timeout=60,
+                )
+        started = time.monotonic()
+        while job_phases(co, ns, "first")[-1:] == ["Running"]:
+            second = (get_job(co, ns, "second") or {}).get("status") or {}
+            assert second.get("running", 0) == 0, "second ran while first held the capability"
+            assert time.monotonic() - started < 60
+            time.sleep(0.5)
+        assert time.monotonic() - started >= 5, "first should hold the queue for ~12 s"
+        assert job_phases(co, ns, "first")[-1:] == ["Completed"]
+        wait_for(
+            "second Completed after first",
+            lambda: job_phases(co, ns, "second")[-1:] == ["Completed"],
+            timeout=60,
+        )
+    finally:
+        co.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)
