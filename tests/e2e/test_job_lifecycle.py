@@ -25,6 +25,7 @@ from devcluster.kwok_stages import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION
 from pyextender.api import names
 from tests.e2e.kube import bound_of, gang, priority_class, queue, wait_for
 from tests.e2e.test_controllers import (
+    COMMANDS,
     JOBS,
     create_job,
     events,
@@ -344,3 +345,104 @@ def test_queue_capability_is_held_by_running_jobs(
         )
     finally:
         co.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)
+
+
+def test_restart_task_command_restarts_only_its_task(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    body = tasks_job(
+        "rt",
+        [
+            {"name": "ps", "replicas": 1, "template": template(None)},
+            {"name": "worker", "replicas": 2, "template": template(None)},
+        ],
+    )
+    create_job(co, ns, body)
+    before = wait_for(
+        "3 pods running",
+        ungating(
+            core,
+            ns,
+            lambda: (
+                (p := live_pods(core, ns))
+                and len(p) == 3
+                and all(x.status.phase == "Running" for x in p)
+                and {x.metadata.name: x.metadata.uid for x in p}
+            ),
+        ),
+        timeout=60,
+    )
+    co.create_namespaced_custom_object(
+        *COMMANDS[:2],
+        ns,
+        COMMANDS[2],
+        {
+            "apiVersion": "bus.volcano.sh/v1alpha1",
+            "kind": "Command",
+            "metadata": {
+                "name": "restart-workers",
+                "annotations": {names.VOLCANO_TASK_SPEC: "worker"},
+            },
+            "action": "RestartTask",
+            "target": {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "name": "rt",
+                "uid": "0",
+            },
+        },
+    )
+    after = wait_for(
+        "new worker pods",
+        ungating(
+            core,
+            ns,
+            lambda: (
+                (p := {x.metadata.name: x.metadata.uid for x in live_pods(core, ns)})
+                and len(p) == 3
+                and all(p[w] != before[w] for w in ("rt-worker-0", "rt-worker-1"))
+                and p
+            ),
+        ),
+        timeout=60,
+    )
+    assert after["rt-ps-0"] == before["rt-ps-0"], "the ps task must keep its pod"
+    assert any(e.startswith("RestartTask:") for e in events(core, ns, "rt"))
+    assert "Restarting" in job_phases(co, ns, "rt")
+
+
+def test_task_max_retry_raises_task_failed(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    """Container restarts of a task's pods beyond its maxRetry are Volcano's TaskFailed
+    event; here its policy aborts the job. (kwok never restarts a container in place,
+    so the test writes the restart count the kubelet would report.)"""
+    body = job_body(
+        "tf", replicas=2, runnable=False,
+        policies=[{"event": "TaskFailed", "action": "AbortJob"}],
+    )  # fmt: skip
+    body["spec"]["tasks"][0]["maxRetry"] = 1
+    create_job(co, ns, body)
+    wait_for("2 pods", lambda: len(live_pods(core, ns)) == 2)
+
+    def restarted(count: int) -> None:
+        status = {
+            "containerStatuses": [
+                {
+                    "name": "c",
+                    "image": "busybox",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": count,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                }
+            ]
+        }
+        core.patch_namespaced_pod_status("tf-worker-0", ns, {"status": status})
+
+    restarted(1)  # 1 restart: within maxRetry 1
+    time.sleep(2)
+    assert "Aborting" not in job_phases(co, ns, "tf")
+    restarted(2)
+    wait_for("job Aborted", lambda: job_phases(co, ns, "tf")[-1:] == ["Aborted"], timeout=60)
+    assert any(e.startswith("AbortJob:") and "TaskFailed" in e for e in events(core, ns, "tf"))
