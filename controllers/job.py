@@ -5,15 +5,19 @@ Watches Jobs, their pods and PodGroups. A pod that fails, is evicted
 Request; lifecycle policies turn it into an action (job_state.decide); the
 job's phase and that action say what to kill and which phase follows
 (job_state.plan / next_phase). In Pending and Running the controller syncs:
-it makes sure the PodGroup, the objects of the Job's plugins (job_plugins.py)
-and every pod ``<job>-<task>-<i>`` exist (pods of a gang not yet admitted are
-created with our scheduling gate), and removes pods beyond the replicas. It is
+it makes sure the PodGroup, the objects of the Job's plugins (job_plugins.py),
+the PVCs of its volumes (job_volumes.py) and every pod ``<job>-<task>-<i>`` exist
+(pods of a gang not yet admitted are created with our scheduling gate; a task
+with ``dependsOn`` once the tasks it depends on are ready), and removes pods
+beyond the replicas. A policy with a ``timeout`` puts its action off; the pod
+running again, or any other action, cancels it. It is
 the only writer of Job status. Finished jobs with ``ttlSecondsAfterFinished`` are
 deleted when it expires.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import time
@@ -21,7 +25,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from controllers import job_plugins, job_pods, job_state, job_status
+from controllers import job_plugins, job_pods, job_state, job_status, job_volumes
 from controllers import pods as P
 from controllers.job_state import Request
 from controllers.kube import JOBS, PODGROUPS
@@ -83,8 +87,13 @@ class JobController(Controller):
             self.request(key, Request())
             return
         # our own status writes come back here: only a new spec or phase needs work
-        if old.get("spec") != new.get("spec"):
+        before, after = old.get("spec"), new.get("spec")
+        if before != after and job_volumes.without_generated_names(
+            before
+        ) != job_volumes.without_generated_names(after):
             self.request(key, Request(event="JobUpdated"))
+        elif before != after:
+            self.request(key, Request())  # the claim names we wrote
         elif _job_phase(old) != _job_phase(new) or P.deleting(new) != P.deleting(old):
             self.request(key, Request())
 
@@ -226,7 +235,12 @@ class JobController(Controller):
         job = self._decode(key, raw)
         if job is None:
             return
+        if job_volumes.unnamed_claims(job):
+            await self._create_claims(job, raw)
+            return  # the Job now names its claims; that update brings it back here
         status: dict[str, Any] = dict(raw.get("status") or {})
+        if claims := job_volumes.controlled(job):
+            status["controlledResources"] = {**(status.get("controlledResources") or {}), **claims}
         if job.status.state.phase is None:
             status = job_status.with_phase(
                 status, "Pending", "JobCreated", "waiting for pods", job_status.now_rfc3339()
@@ -308,6 +322,31 @@ class JobController(Controller):
             await ignore_missing(call(ctx.kube.delete, PODGROUPS, job.metadata.namespace, pg_name))
             ctx.podgroups.forget(f"{job.metadata.namespace}/{pg_name}")
         return counts, True
+
+    async def _create_claims(self, job: Job, raw: Obj) -> None:
+        """Volcano's job IO: a PVC for every volumeClaim, its name written into the spec."""
+        ctx = self.ctx
+        ns, job_name = job.metadata.namespace, job.metadata.name
+        volumes = copy.deepcopy((raw.get("spec") or {}).get("volumes") or [])
+        for i in job_volumes.unnamed_claims(job):
+            claim = job.spec.volumes[i].volume_claim or {}
+            while True:  # a fresh random name until one is free, as Volcano
+                name = job_volumes.claim_name(job_name)
+                body = job_volumes.pvc_body(job, name, claim)
+                try:
+                    await call(ctx.kube.core.create_namespaced_persistent_volume_claim, ns, body)
+                    break
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+            self.wrote("persistentvolumeclaim")
+            log.info("job %s/%s: created PVC %s for spec.volumes[%d]", ns, job_name, name, i)
+            volumes[i]["volumeClaimName"] = name
+        # volumes are immutable after creation (webhook): no resourceVersion precondition,
+        # so a concurrent status write cannot make us create the claims twice
+        updated = await call(ctx.kube.patch, JOBS, ns, job_name, {"spec": {"volumes": volumes}})
+        ctx.jobs.remember(updated)
+        self.wrote("job")
 
     async def _delete_pod(self, pod: Obj, why: str) -> None:
         ns, name = meta(pod).get("namespace"), meta(pod).get("name")

@@ -5,8 +5,8 @@ characters; lifecycle policies without duplicate events or exit codes, no
 internal events, ``*`` alone; volumes with one unique mount path each and
 exactly one of volumeClaim / volumeClaimName; task dependencies that name
 tasks of the job and form no cycle. Fields our controllers do not implement are
-refused naming the field (a task's partitionPolicy; volumeClaim, i.e. a PVC to
-create), never accepted and ignored. On CREATE: the queue exists and is open.
+refused naming the field (a task's partitionPolicy), never accepted and ignored.
+On CREATE: the queue exists and is open.
 On UPDATE: only minAvailable, maxRetry and, per task, replicas, minAvailable
 and maxRetry may change, and tasks may be neither added nor removed.
 """
@@ -59,7 +59,7 @@ def _check_policies(policies: list[LifecyclePolicy], path: str, found: Findings)
         found.problem(path, "a policy for event '*' must be the only policy")
 
 
-def _check_volumes(job: Job, found: Findings) -> None:
+def _check_volumes(job: Job, found: Findings, creating: bool) -> None:
     mounts: dict[str, int] = {}
     for i, volume in enumerate(job.spec.volumes):
         path = f"spec.volumes[{i}]"
@@ -70,15 +70,10 @@ def _check_volumes(job: Job, found: Findings) -> None:
                 f"{show(volume.mount_path)} is already mounted by spec.volumes[{first}]",
             )
         mounts.setdefault(volume.mount_path, i)
-        if volume.volume_claim is not None and not volume.volume_claim_name:
-            found.problem(
-                f"{path}.volumeClaim",
-                "not supported by pyextender's Job controller (it creates no PVCs); "
-                "create the PersistentVolumeClaim and name it in volumeClaimName",
-            )
-        elif volume.volume_claim is None and not volume.volume_claim_name:
+        if volume.volume_claim is None and not volume.volume_claim_name:
             found.problem(path, "one of volumeClaim (a new PVC) or volumeClaimName is required")
-        elif volume.volume_claim is not None and volume.volume_claim_name:
+        elif volume.volume_claim is not None and volume.volume_claim_name and creating:
+            # on UPDATE both are set: the Job controller names the PVC it created
             found.problem(
                 path, "set volumeClaim to create a PVC or volumeClaimName to use one, not both"
             )
@@ -196,7 +191,7 @@ def check_job(
     found = Findings()
     _check_tasks(job, found)
     _check_policies(job.spec.policies, "spec.policies", found)
-    _check_volumes(job, found)
+    _check_volumes(job, found, creating=operation == "CREATE")
     if operation == "CREATE":
         name = job.spec.queue
         info = queues.get(name)

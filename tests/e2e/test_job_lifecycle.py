@@ -446,3 +446,34 @@ def test_task_max_retry_raises_task_failed(
     restarted(2)
     wait_for("job Aborted", lambda: job_phases(co, ns, "tf")[-1:] == ["Aborted"], timeout=60)
     assert any(e.startswith("AbortJob:") and "TaskFailed" in e for e in events(core, ns, "tf"))
+
+
+def test_volume_claim_becomes_a_pvc_every_pod_mounts(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    body = job_body(
+        "io", replicas=2, runnable=False, volumes=[{"mountPath": "/data", "volumeClaim": claim}]
+    )
+    job = create_job(co, ns, body)
+    named = wait_for(
+        "the Job names its claim",
+        lambda: (get_job(co, ns, "io") or {})["spec"]["volumes"][0].get("volumeClaimName"),
+    )
+    assert named.startswith("io-volume-") and len(named) == len("io-volume-") + 12
+    pvc = core.read_namespaced_persistent_volume_claim(named, ns)
+    assert pvc.spec.access_modes == ["ReadWriteOnce"]
+    ref = pvc.metadata.owner_references[0]
+    assert (ref.kind, ref.name, ref.uid) == ("Job", "io", job["metadata"]["uid"])
+    pods = wait_for("2 pods", lambda: (p := live_pods(core, ns)) and len(p) == 2 and p)
+    for p in pods:
+        volume = next(v for v in p.spec.volumes if v.persistent_volume_claim)
+        assert volume.persistent_volume_claim.claim_name == named
+        mounts = {m.name: m.mount_path for m in p.spec.containers[0].volume_mounts}
+        assert mounts[volume.name] == "/data"
+    status = wait_for(
+        "controlledResources",
+        lambda: ((get_job(co, ns, "io") or {}).get("status") or {}).get("controlledResources"),
+    )
+    assert status[f"volume-pvc-{named}"] == named
+    assert len(core.list_namespaced_persistent_volume_claim(ns).items) == 1

@@ -1,13 +1,14 @@
 """Volcano Job lifecycle rules beyond phases: policy timeouts, dependsOn, a task's
-maxRetry (TaskFailed), networkTopology on the PodGroup."""
+maxRetry (TaskFailed), networkTopology on the PodGroup, PVCs of spec.volumes."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
-from controllers import job_pods, job_state
+from controllers import job_pods, job_state, job_volumes
 from controllers.job_state import Request
 from pyextender.api import names
 from pyextender.api.volcano import Job
@@ -213,3 +214,29 @@ def test_network_topology_reaches_the_podgroup(
     spec: dict[str, Any] = {} if topology is None else {"networkTopology": topology}
     pg = job_pods.build_podgroup(make_job(**spec))
     assert pg["spec"].get("networkTopology") == want
+
+
+# -- PVCs of spec.volumes ----------------------------------------------------------------
+def test_claims_to_create_and_their_names() -> None:
+    job = make_job(
+        volumes=[
+            {"mountPath": "/data", "volumeClaim": {"accessModes": ["ReadWriteOnce"]}},
+            {"mountPath": "/ckpt", "volumeClaimName": "mine"},
+        ]
+    )
+    assert job_volumes.unnamed_claims(job) == [0]
+    name = job_volumes.claim_name("train")
+    assert re.fullmatch(r"train-volume-[a-z0-9]{12}", name)
+    body = job_volumes.pvc_body(job, name, {"accessModes": ["ReadWriteOnce"]})
+    assert body["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    assert body["spec"] == {"accessModes": ["ReadWriteOnce"]}
+    assert job_volumes.controlled(job) == {"volume-pvc-mine": "mine"}
+
+
+def test_our_claim_names_are_no_user_edit() -> None:
+    claim = {"mountPath": "/d", "volumeClaim": {"accessModes": ["ReadWriteOnce"]}}
+    named = {**claim, "volumeClaimName": "train-volume-abc"}
+    mine = {"mountPath": "/e", "volumeClaimName": "mine"}
+    strip = job_volumes.without_generated_names
+    assert strip({"volumes": [claim, mine]}) == strip({"volumes": [named, mine]})
+    assert strip({"volumes": [mine]}) != strip({"volumes": [{**mine, "volumeClaimName": "x"}]})
