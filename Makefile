@@ -57,6 +57,7 @@ lint: setup proto-tools
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pyextender.api.volcano.crdgen --check
+	$(BIN)/python -m devcluster.volcano_crds.generate --check
 	$(BIN)/python -m webhook.configuration --check
 	$(BIN)/python -m pyextender.server.grpc_codegen --check
 
@@ -92,3 +93,4 @@ bench: binaries
 
 crds: setup
 	$(BIN)/python -m pyextender.api.volcano.crdgen
+	$(BIN)/python -m devcluster.volcano_crds.generate

@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pyextender.api.client import body_of
+from pyextender.api.status_route import StatusRoute
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -64,6 +65,7 @@ class Kube:
         self.custom = client.CustomObjectsApi(api)
         self.coordination = client.CoordinationV1Api(api)
         self.networking = client.NetworkingV1Api(api)
+        self.status_route = StatusRoute(api)
 
     # -- list functions for informers (all namespaces) ----------------------
     def list_fn(self, kind: CustomKind) -> Callable[..., Any]:
@@ -95,20 +97,27 @@ class Kube:
         patch: dict[str, Any],
         status: bool = False,
     ) -> dict[str, Any]:
-        """JSON merge patch of the object, or of its status subresource."""
-        c = self.custom
-        args: tuple[Any, ...]
-        if kind.namespaced:
-            fn = (
-                c.patch_namespaced_custom_object_status
-                if status
-                else c.patch_namespaced_custom_object
+        """JSON merge patch of the object, or of its status: through the status
+        subresource, or the object itself when the installed CRD has none (Volcano's
+        PodGroup CRD; ``pyextender.api.status_route``)."""
+        if status:
+            ns = namespace if kind.namespaced else ""
+            resp = self.status_route.patch_status(
+                kind.group, kind.version, kind.plural, ns, name, patch, _preload_content=False
             )
-            args = (kind.group, kind.version, namespace, kind.plural, name, patch)
+            return _json(resp)
+        c = self.custom
+        if kind.namespaced:
+            resp = c.patch_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, name, patch,
+                _content_type=MERGE_PATCH, _preload_content=False,
+            )  # fmt: skip
         else:
-            fn = c.patch_cluster_custom_object_status if status else c.patch_cluster_custom_object
-            args = (kind.group, kind.version, kind.plural, name, patch)
-        return _json(fn(*args, _content_type=MERGE_PATCH, _preload_content=False))
+            resp = c.patch_cluster_custom_object(
+                kind.group, kind.version, kind.plural, name, patch,
+                _content_type=MERGE_PATCH, _preload_content=False,
+            )  # fmt: skip
+        return _json(resp)
 
     def delete(self, kind: CustomKind, namespace: str, name: str) -> bool:
         """Delete (background propagation); raises ApiException 404 when already gone."""

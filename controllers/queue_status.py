@@ -77,7 +77,8 @@ def status_patch(
     for field, value in want.items():
         current = status.get(field)
         if field == "allocated":
-            if (current or {}) != value:
+            # Volcano's Queue CRD requires status.allocated: always write it once
+            if current is None or current != value:
                 # merge patch merges maps: name dropped resources explicitly as null
                 patch[field] = {**dict.fromkeys(current or {}), **value}
         elif field == "state":

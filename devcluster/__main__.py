@@ -7,7 +7,7 @@ import json
 import sys
 
 from devcluster.build import ensure_binaries
-from devcluster.cluster import MODES, Cluster
+from devcluster.cluster import CRD_SETS, MODES, Cluster
 from devcluster.nodes import NodeShape
 
 
@@ -46,6 +46,14 @@ def main(argv: list[str] | None = None) -> int:
         "framework: kube-scheduler built with our shim plugin, calling the sidecar over gRPC "
         "(gangs wait in Permit) (default %(default)s)",
     )
+    up.add_argument(
+        "--crds",
+        choices=sorted(CRD_SETS),
+        default="ours",
+        help="CRDs to install: ours (manifests/crds) or volcano, Volcano's as it ships them "
+        "(devcluster/volcano_crds; e.g. PodGroup without a status subresource) "
+        "(default %(default)s)",
+    )
     sub.add_parser("down", help="stop every process of the cluster")
     sub.add_parser("status", help="print the cluster's state as JSON")
     bld = sub.add_parser(
@@ -76,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             gpus=args.gpus_per_node,
             gpu_resource=args.gpu_resource,
         )
-        st = cluster.up(args.nodes, shape, args.supernodes, args.extender_port, mode=args.mode)
+        st = cluster.up(
+            args.nodes, shape, args.supernodes, args.extender_port, mode=args.mode, crds=args.crds
+        )
         if args.sidecar:
             cluster.start_sidecar(extra_args=["--gpu-resource", args.gpu_resource])
             cluster.wait_sidecar_ready()

@@ -35,6 +35,9 @@ MODES = ("extender", "framework")
 HTTP extender entry, or the shim-built binary whose plugin calls gRPC."""
 MAX_SOCKET_PATH = 100  # bytes; sun_path holds 108 on Linux
 CRD_DIR = Path(__file__).resolve().parent.parent / "manifests" / "crds"
+CRD_SETS = {"ours": CRD_DIR, "volcano": Path(__file__).resolve().parent / "volcano_crds"}
+"""CRDs ``up`` can install: ours (manifests/crds), or Volcano's as it ships them
+(devcluster/volcano_crds: no PodGroup status subresource, ...)."""
 
 
 def default_root() -> Path:
@@ -152,7 +155,10 @@ class Cluster:
         extender_port: int | None = None,
         timeout: float = 120.0,
         mode: str = "extender",
+        crds: str = "ours",
     ) -> ClusterState:
+        if crds not in CRD_SETS:
+            raise ValueError(f"crds {crds!r}: expected one of {', '.join(CRD_SETS)}")
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
         current = self.state
@@ -194,7 +200,7 @@ class Cluster:
         try:
             self._start_etcd(st, bins["etcd"])
             self._start_apiserver(st, bins["kube-apiserver"], pki_dir, timeout)
-            self._install_crds(st, timeout)
+            self._install_crds(st, timeout, CRD_SETS[crds])
             self._create_nodes(st, nodes, shape, supernodes)
             self._spawn(
                 st,
@@ -305,12 +311,12 @@ class Cluster:
         k8s_config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
         return k8s.ApiClient(cfg)
 
-    def _install_crds(self, st: ClusterState, timeout: float) -> None:
-        """Apply manifests/crds/*.yaml and wait until every CRD is Established."""
+    def _install_crds(self, st: ClusterState, timeout: float, folder: Path = CRD_DIR) -> None:
+        """Apply folder/*.yaml and wait until every CRD is Established."""
         import yaml
         from kubernetes import client as k8s
 
-        files = sorted(CRD_DIR.glob("*.yaml"))
+        files = sorted(folder.glob("*.yaml"))
         ext = k8s.ApiextensionsV1Api(self._client(st))
         names = []
         for f in files:

@@ -1,7 +1,8 @@
 """Applies a cycle's decisions to the API server.
 
 PodGroup status (phase Inqueue, condition Unschedulable) is written through
-the status subresource with a merge patch that carries the PodGroup's
+the status subresource (or the object itself when the installed CRD has none,
+as Volcano's does; ``pyextender.api.status_route``) with a merge patch that carries the PodGroup's
 resourceVersion and keeps every condition type but ours, so a write based on
 a stale view fails (409) instead of erasing another writer's conditions;
 gates are removed with a JSON patch guarded by a ``test`` of the gate's name,
@@ -38,6 +39,7 @@ from pyextender.api.client import body_of
 from pyextender.api.leader import Fenced
 from pyextender.api.names import GANG_GATE
 from pyextender.api.objects import PodInfo
+from pyextender.api.status_route import StatusRoute
 from pyextender.cache.batch import GroupView
 from pyextender.framework.session import Job
 from pyextender.server.metrics import Metrics
@@ -84,6 +86,8 @@ class Actuator:
     def __init__(self, api: client.ApiClient, metrics: Metrics, parallel: int = 32) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.status = StatusRoute(api)
+        """PodGroup status goes to /status or, with Volcano's CRDs, to the object."""
         self.metrics = metrics
         self._limit = asyncio.Semaphore(parallel)
         self._background: set[asyncio.Task[None]] = set()
@@ -188,11 +192,11 @@ class Actuator:
         try:
             await self._call(
                 "admit",
-                self.custom.patch_namespaced_custom_object_status,
+                self.status.patch_status,
                 GROUP,
                 VERSION,
-                group.namespace,
                 PLURAL,
+                group.namespace,
                 group.name,
                 body,
                 allowed=allowed,
@@ -293,11 +297,11 @@ class Actuator:
         try:
             await self._call(
                 "condition",
-                self.custom.patch_namespaced_custom_object_status,
+                self.status.patch_status,
                 GROUP,
                 VERSION,
-                ns,
                 PLURAL,
+                ns,
                 name,
                 body,
                 allowed=allowed,

@@ -5,17 +5,20 @@ APIs lets each call fail in a scripted way."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pyextender.actions.decisions import Decisions, Eviction
 from pyextender.api.names import GANG_GATE, GROUP_NAME_ANNOTATION
 from pyextender.api.objects import PodInfo
+from pyextender.api.status_route import StatusRoute
 from pyextender.cache.batch import GroupView
 from pyextender.framework.session import Job, Task
 from pyextender.server import actuator as actuator_mod
@@ -31,6 +34,7 @@ class Api:
         self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
         self.script: dict[str, list[Exception | None]] = {}
         self.delay: dict[str, float] = {}  # seconds a call of that op takes
+        self.served = ["podgroups", "podgroups/status"]  # what discovery lists
 
     def _do(self, op: str, *args: Any, **kwargs: Any) -> Any:
         time.sleep(self.delay.get(op, 0.0))
@@ -41,13 +45,16 @@ class Api:
             if exc is not None:
                 raise exc
 
-        class Resp:
-            data = b"{}"
+        resources = [{"name": n} for n in self.served]
+        data = json.dumps({"resources": resources}).encode() if op == "get_api_resources" else b"{}"
 
+        class Resp:
             def release_conn(self) -> None:
                 pass
 
-        return Resp()
+        resp = Resp()
+        resp.data = data  # type: ignore[attr-defined]
+        return resp
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         return lambda *a, **k: self._do(name, *a, **k)
@@ -67,6 +74,8 @@ def _actuator() -> tuple[Actuator, Api, Metrics]:
     api = Api()
     act.core = api  # type: ignore[assignment]
     act.custom = api  # type: ignore[assignment]
+    act.status = StatusRoute(client.ApiClient())
+    act.status.custom = api  # type: ignore[assignment]
     act.metrics = metrics
     act._limit = asyncio.Semaphore(4)
     act._background = set()
@@ -143,6 +152,36 @@ def test_admit_carries_resource_version_and_keeps_other_conditions() -> None:
     assert by_pod["a"][0] == {"op": "test", "path": "/metadata/uid", "value": "uid-a"}
     assert by_pod["b"][0] == {"op": "test", "path": "/metadata/uid", "value": "uid-b"}
     assert _count(metrics, "admit", "ok") == 1 and _count(metrics, "lift", "ok") == 2
+
+
+def test_admit_without_a_status_subresource_patches_the_podgroup() -> None:
+    """Volcano's PodGroup CRD has no /status: the phase goes to the object itself,
+    with the same resourceVersion precondition."""
+    act, api, _ = _actuator()
+    api.served = ["podgroups"]
+    job = _job(_group(), [_pod("a"), _pod("b")])
+    out = asyncio.run(act.apply(Decisions(admit=[job], lift=job.tasks)))
+    assert not out.failed_admissions and not out.failed_lifts
+    assert not api.ops("patch_namespaced_custom_object_status")
+    ((args, kwargs),) = api.ops("patch_namespaced_custom_object")
+    assert args[:5] == ("scheduling.volcano.sh", "v1beta1", "ns", "podgroups", "g")
+    assert args[5]["metadata"] == {"resourceVersion": "41"}
+    assert args[5]["status"]["phase"] == "Inqueue"
+    assert kwargs["_content_type"] == "application/merge-patch+json"
+
+
+def test_status_404_asks_discovery_again() -> None:
+    """CRDs swapped under a running sidecar (ours for Volcano's): the /status 404 makes
+    it look again, and the write goes to the object."""
+    act, api, _ = _actuator()
+    act.status.has_status("scheduling.volcano.sh", "v1beta1", "podgroups")  # remembered: /status
+    api.served = ["podgroups"]
+    api.script["patch_namespaced_custom_object_status"] = [ApiException(status=404)]
+    job = _job(_group(), [_pod("a"), _pod("b")])
+    out = asyncio.run(act.apply(Decisions(admit=[job], lift=job.tasks)))
+    assert not out.failed_admissions
+    assert len(api.ops("patch_namespaced_custom_object_status")) == 1
+    assert len(api.ops("patch_namespaced_custom_object")) == 1
 
 
 def test_the_enqueued_event_outlives_the_term() -> None:

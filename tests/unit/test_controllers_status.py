@@ -125,3 +125,11 @@ def test_queue_status_patch_counts_and_drops_released_resources() -> None:
     assert patch["allocated"] == {"cpu": "1", "nvidia.com/gpu": None}
     assert "state" not in patch
     assert qs.status_patch(queue, [], [], action="CloseQueue")["state"] == "Closed"
+
+
+def test_queue_status_patch_always_has_allocated_once() -> None:
+    """Volcano's Queue CRD requires status.allocated: an idle new queue gets {}."""
+    assert qs.status_patch({"spec": {}}, [], [])["allocated"] == {}
+    assert "allocated" not in qs.status_patch(
+        {"status": {"state": "Open", "allocated": {}}}, [], []
+    )

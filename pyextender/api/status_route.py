@@ -1,0 +1,125 @@
+"""Status writes that work whichever CRDs are installed, ours or Volcano's.
+
+Our CRDs (``manifests/crds``) give PodGroup, Queue, Job and HyperNode a status
+subresource. Volcano's CRDs as they ship give none to PodGroup (nor to Command):
+there ``PATCH .../podgroups/<name>/status`` answers 404, and status is written
+through the object itself. Where the subresource exists the reverse holds: the
+object's own endpoint ignores changes to ``status``.
+
+So a status write asks API discovery (``GET /apis/<group>/<version>``, which
+lists ``podgroups/status`` only when the subresource exists) where to go, and
+remembers the answer for ``ttl_s``. A 404 from ``/status`` forgets it and asks
+again, so CRDs replaced under a running process are followed at once. The body
+is the same either way: a merge patch of ``status`` that may carry
+``metadata.resourceVersion`` as a precondition, which the object's endpoint
+honours as well (409 on a stale view).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import msgspec
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from pyextender.api.client import body_of
+
+MERGE_PATCH = "application/merge-patch+json"
+TTL_S = 60.0
+"""Seconds a discovery answer is trusted before it is asked again."""
+
+
+class StatusRoute:
+    """Chooses ``/status`` or the object itself for each custom resource's status writes.
+
+    Thread-safe: the actuator and the controllers call it from API worker threads.
+    """
+
+    def __init__(self, api: client.ApiClient, ttl_s: float = TTL_S) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._known: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
+        """(group, version) -> (when asked, the subresource paths served, e.g. podgroups/status)."""
+
+    def has_status(self, group: str, version: str, plural: str) -> bool:
+        """True when ``plural`` of ``group/version`` has a status subresource.
+
+        When discovery cannot answer (an old or failing server) we assume it has
+        one, as our own CRDs do; a 404 from ``/status`` will then ask again.
+        """
+        key = (group, version)
+        now = time.monotonic()
+        with self._lock:
+            hit = self._known.get(key)
+        if hit is None or now - hit[0] > self.ttl_s:
+            try:
+                paths = self._discover(group, version)
+            except Exception:
+                return True
+            hit = (now, paths)
+            with self._lock:
+                self._known[key] = hit
+        return f"{plural}/status" in hit[1]
+
+    def forget(self, group: str, version: str) -> None:
+        with self._lock:
+            self._known.pop((group, version), None)
+
+    def _discover(self, group: str, version: str) -> frozenset[str]:
+        resp = self.custom.get_api_resources(group, version, _preload_content=False)
+        doc = msgspec.json.decode(body_of(resp) or b"{}")
+        resources = doc.get("resources") if isinstance(doc, dict) else None
+        names = (r.get("name") for r in resources or [] if isinstance(r, dict))
+        return frozenset(n for n in names if isinstance(n, str) and "/" in n)
+
+    def patch_status(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str,
+        name: str,
+        body: dict[str, Any],
+        **kwargs: Any,
+    ) -> Any:
+        """Merge patch ``body`` (``status`` and optionally ``metadata.resourceVersion``)
+        where the installed CRD accepts status. ``namespace`` empty: a cluster-scoped
+        object. Extra keyword arguments go to the client call (e.g. ``_preload_content``)."""
+        kwargs.setdefault("_content_type", MERGE_PATCH)
+        if self.has_status(group, version, plural):
+            try:
+                return self._send(True, group, version, plural, namespace, name, body, kwargs)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                # the object is gone, or the CRD no longer has /status: ask again
+                self.forget(group, version)
+                if self.has_status(group, version, plural):
+                    raise
+        return self._send(False, group, version, plural, namespace, name, body, kwargs)
+
+    def _send(
+        self,
+        status: bool,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str,
+        name: str,
+        body: dict[str, Any],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        c = self.custom
+        if namespace:
+            fn = (
+                c.patch_namespaced_custom_object_status
+                if status
+                else c.patch_namespaced_custom_object
+            )
+            return fn(group, version, namespace, plural, name, body, **kwargs)
+        fn = c.patch_cluster_custom_object_status if status else c.patch_cluster_custom_object
+        return fn(group, version, plural, name, body, **kwargs)
