@@ -1,7 +1,9 @@
 """``vcctl``: Volcano's command line for jobs and queues, plus ``explain``.
 
 Flags follow Volcano's vcctl (``-N`` job name, ``-n`` namespace for jobs but
-queue name for queues). Suspend/resume go through bus.volcano.sh Commands, as
+queue name for queues). ``vcctl job run`` creates Volcano's one-task job from
+flags (image, replicas, min, requests, limits, scheduler) or the Job in a YAML
+file. Suspend/resume go through bus.volcano.sh Commands, as
 in Volcano, so the controllers act on them. ``vcctl explain`` prints why a pod
 or PodGroup waits (the PodGroup's conditions and the scheduler's events), why a
 job waits (its queue's share, its place in the queue, what it waits for, when
@@ -25,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import urllib3
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -79,6 +82,12 @@ class Vcctl:
         head = ["Name", "Creation", "Phase", "Replicas", "Min", "Pending", "Running",
                 "Succeeded", "Failed", "Queue"]  # fmt: skip
         return _table(rows, head) if rows else "No resources found"
+
+    def job_run(self, ns: str, body: dict[str, Any]) -> str:
+        meta = body.setdefault("metadata", {})
+        ns = meta.setdefault("namespace", ns)
+        self.custom.create_namespaced_custom_object(*BATCH, ns, "jobs", body)
+        return f"run job {meta.get('name')} successfully"
 
     def job_view(self, ns: str, name: str) -> str:
         job = self.custom.get_namespaced_custom_object(*BATCH, ns, "jobs", name)
@@ -252,6 +261,59 @@ class Vcctl:
         return [f"{indent}event {e.type} {e.reason}: {e.message}" for e in recent]
 
 
+def resource_list(text: str) -> dict[str, str]:
+    """``cpu=1000m,memory=100Mi`` -> {"cpu": "1000m", "memory": "100Mi"}."""
+    out: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, amount = item.partition("=")
+        if not sep or not name or not amount:
+            raise ValueError(f"{item!r} is not name=quantity")
+        out[name] = amount
+    return out
+
+
+def job_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The Job ``vcctl job run`` creates: Volcano's one-task job from the flags, or the
+    Job in ``--filename``. The task is named ``default0``, the name Volcano's webhook
+    gives a nameless first task (ours requires a name)."""
+    if args.filename:
+        with open(args.filename, encoding="utf-8") as f:
+            loaded = yaml.safe_load(f)
+        if not isinstance(loaded, dict) or loaded.get("kind") != "Job":
+            raise ValueError(f"{args.filename}: not a batch.volcano.sh Job")
+        return loaded
+    if not args.name:
+        raise ValueError("job name cannot be left blank (--name, or --filename)")
+    container = {
+        "name": args.name,
+        "image": args.image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": {
+            "requests": resource_list(args.requests),
+            "limits": resource_list(args.limits),
+        },
+    }
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": args.name, "namespace": args.namespace},
+        "spec": {
+            "minAvailable": args.min,
+            "schedulerName": args.scheduler,
+            "tasks": [
+                {
+                    "name": "default0",
+                    "replicas": args.replicas,
+                    "template": {
+                        "metadata": {"name": args.name, "labels": {"job.volcano.sh": args.name}},
+                        "spec": {"restartPolicy": "OnFailure", "containers": [container]},
+                    },
+                }
+            ],
+        },
+    }
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vcctl",
@@ -266,6 +328,16 @@ def build_parser() -> argparse.ArgumentParser:
     jl = jsub.add_parser("list", help="list jobs")
     jl.add_argument("-n", "--namespace", default="default")
     jl.add_argument("--all-namespaces", action="store_true")
+    jr = jsub.add_parser("run", help="run a one-task job from flags, or the Job in a YAML file")
+    jr.add_argument("-N", "--name", default="", help="job name")
+    jr.add_argument("-n", "--namespace", default="default")
+    jr.add_argument("-i", "--image", default="busybox", help="container image")
+    jr.add_argument("-m", "--min", type=int, default=1, help="minAvailable of the job")
+    jr.add_argument("-r", "--replicas", type=int, default=1, help="pods of the task")
+    jr.add_argument("-R", "--requests", default="cpu=1000m,memory=100Mi", help="per pod")
+    jr.add_argument("-L", "--limits", default="cpu=1000m,memory=100Mi", help="per pod")
+    jr.add_argument("-S", "--scheduler", default="volcano", help="schedulerName")
+    jr.add_argument("-f", "--filename", default="", help="a YAML file holding a Job")
     job_commands = (
         ("view", "show one job"),
         ("suspend", "abort a job (AbortJob command)"),
@@ -329,12 +401,16 @@ def version(kubeconfig: str | None) -> str:
 def run(args: argparse.Namespace) -> str:
     if args.group == "version":
         return version(args.kubeconfig)
+    # a Job from flags or a file is checked before any cluster is asked
+    run_body = job_from_flags(args) if getattr(args, "cmd", "") == "run" else None
     v = Vcctl(args.kubeconfig)
     if args.group == "explain":
         return v.explain(args.namespace, args.kind, args.name)
     if args.group == "job":
         if args.cmd == "list":
             return v.job_list(None if args.all_namespaces else args.namespace)
+        if run_body is not None:
+            return v.job_run(args.namespace, run_body)
         if args.cmd == "view":
             return v.job_view(args.namespace, args.name)
         if args.cmd == "delete":
@@ -356,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         print(run(args))
-    except ClientConfigError as exc:
+    except (ClientConfigError, ValueError, OSError) as exc:
         print(f"vcctl: {exc}", file=sys.stderr)
         return 2
     except ApiException as exc:

@@ -172,11 +172,16 @@ def test_explain_a_volcano_job(
         uid = custom.get_namespaced_custom_object(
             "batch.volcano.sh", "v1alpha1", namespace, "jobs", "train"
         )["metadata"]["uid"]
-        wait_for(
-            "the PodGroup's reason",
-            lambda: condition(api, namespace, f"train-{uid}", "Unschedulable"),
-            timeout=60,
-        )
+
+        def reason() -> str | None:
+            try:  # the controllers create the PodGroup a moment after the Job
+                return condition(api, namespace, f"train-{uid}", "Unschedulable")
+            except client.ApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+        wait_for("the PodGroup's reason", reason, timeout=60)
         out = vcctl(state, "explain", "job", "train", "-n", namespace)
         assert out.returncode == 0, out.stderr
         print(out.stdout)
@@ -193,3 +198,22 @@ def test_explain_a_volcano_job(
             "batch.volcano.sh", "v1alpha1", namespace, "jobs", "train"
         )
         custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", queue)
+
+
+def test_job_run_creates_a_job_the_controllers_run(
+    cluster: Cluster, state: ClusterState, core: client.CoreV1Api, namespace: str
+) -> None:
+    enable_controllers(cluster)
+    out = vcctl(state, "job", "run", "-N", "hello", "-n", namespace, "-r", "2", "-m", "2",
+                "-R", "cpu=100m,memory=10Mi", "-L", "cpu=100m,memory=10Mi")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "run job hello successfully"
+    pods = wait_for(
+        "the job's 2 pods",
+        lambda: (p := core.list_namespaced_pod(namespace).items) and len(p) == 2 and p,
+    )
+    assert sorted(p.metadata.name for p in pods) == ["hello-default0-0", "hello-default0-1"]
+    assert all(p.spec.scheduler_name == "volcano" for p in pods)
+    listed = vcctl(state, "job", "list", "-n", namespace).stdout
+    assert "hello" in listed
+    assert vcctl(state, "job", "delete", "-N", "hello", "-n", namespace).returncode == 0
