@@ -477,3 +477,54 @@ def test_volume_claim_becomes_a_pvc_every_pod_mounts(
     )
     assert status[f"volume-pvc-{named}"] == named
     assert len(core.list_namespaced_persistent_volume_claim(ns).items) == 1
+
+
+def test_min_success_completes_the_job_and_stops_the_rest(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    """minSuccess 2 of 3: two pods end after 2 s, one would run forever; the job is
+    Completed at the second success and the last pod is removed."""
+    body = tasks_job(
+        "ms",
+        [
+            {"name": "quick", "replicas": 2, "template": template("2s")},
+            {"name": "slow", "replicas": 1, "template": template(None)},
+        ],
+        minSuccess=2,
+    )
+    create_job(co, ns, body)
+    wait_for(
+        "job Completed",
+        ungating(core, ns, lambda: job_phases(co, ns, "ms")[-1:] == ["Completed"]),
+        timeout=60,
+    )
+    assert "Running" in job_phases(co, ns, "ms")
+    wait_for("the slow pod removed", lambda: pod_names(core, ns) == {"ms-quick-0", "ms-quick-1"})
+    assert (get_job(co, ns, "ms") or {})["status"]["succeeded"] == 2
+
+
+def test_terminate_command_terminates_the_job(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    create_job(co, ns, job_body("tm", replicas=2, run_for=None))
+    wait_for(
+        "job Running",
+        ungating(core, ns, lambda: job_phases(co, ns, "tm")[-1:] == ["Running"]),
+        timeout=60,
+    )
+    co.create_namespaced_custom_object(
+        *COMMANDS[:2],
+        ns,
+        COMMANDS[2],
+        {
+            "apiVersion": "bus.volcano.sh/v1alpha1",
+            "kind": "Command",
+            "metadata": {"name": "terminate-tm"},
+            "action": "TerminateJob",
+            "target": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "tm",
+                       "uid": "0"},
+        },
+    )  # fmt: skip
+    wait_for("job Terminated", lambda: job_phases(co, ns, "tm")[-1:] == ["Terminated"], timeout=60)
+    assert job_phases(co, ns, "tm")[-2:] == ["Terminating", "Terminated"]
+    wait_for("pods gone", lambda: live_pods(core, ns) == [])
