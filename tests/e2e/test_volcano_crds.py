@@ -186,13 +186,32 @@ def test_migration_from_a_running_volcano(vcluster: Cluster, vapi: client.ApiCli
         "status": {"phase": "Running", "running": 1, "conditions": [scheduled]},
     })  # fmt: skip
     core.create_namespaced_pod(ns, _volcano_pod(ns, "solo-0", "kwok-node-1", "solo", queue, {}))
+    # a gang Volcano had not placed yet: PodGroup Pending, pods never gated (Volcano
+    # does not gate), schedulerName volcano, no node
+    custom.create_namespaced_custom_object(*PG, ns, "podgroups", {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "late"}, "spec": {"minMember": 2, "queue": queue},
+        "status": {"phase": "Pending"},
+    })  # fmt: skip
+    late = ["late-0", "late-1"]
+    for name in late:
+        p = _volcano_pod(ns, name, "", "late", queue, {})
+        del p["spec"]["nodeName"]
+        p["spec"]["containers"] = [{"name": "main", "image": "busybox",
+                                    "resources": {"requests": {"cpu": "1"}}}]  # fmt: skip
+        core.create_namespaced_pod(ns, p)
     wait_for(
         "kwok runs the bound pods",
-        lambda: all(p.status.phase == "Running" for p in core.list_namespaced_pod(ns).items),
+        lambda: all(
+            p.status.phase == "Running"
+            for p in core.list_namespaced_pod(ns).items
+            if p.metadata.name not in late
+        ),
         timeout=60,
     )
     before = {p.metadata.name: (p.metadata.uid, p.spec.node_name)
-              for p in core.list_namespaced_pod(ns).items}  # fmt: skip
+              for p in core.list_namespaced_pod(ns).items
+              if p.metadata.name not in late}  # fmt: skip
     assert len(before) == 3
 
     # -- our processes start -----------------------------------------------------
@@ -206,11 +225,14 @@ def test_migration_from_a_running_volcano(vcluster: Cluster, vapi: client.ApiCli
 
     # our Job controller writes the counts Volcano left out: it has read the Job
     wait_for("the Job reconciled", lambda: "terminating" in job_status(), timeout=90)
-    # the Queue controller counts the migrated pods (cpu too, not only what Volcano wrote)
+    # the gang Volcano left Pending is placed as a whole by us
+    wait_for("late's two pods bound", lambda: bound_of(core, ns, late) == 2, timeout=90)
+    # the Queue controller counts the migrated pods (cpu too, not only what Volcano wrote):
+    # train 2 + solo 1 + late 2
     wait_for(
         "the Queue's allocated recounted",
         lambda: custom.get_cluster_custom_object(*PG, "queues", queue)
-        .get("status", {}).get("allocated", {}).get("cpu") == "3",
+        .get("status", {}).get("allocated", {}).get("cpu") == "5",
         timeout=90,
     )  # fmt: skip
     cycles_pass(st.extender_url, n=3, timeout=90)
@@ -236,7 +258,7 @@ def test_migration_from_a_running_volcano(vcluster: Cluster, vapi: client.ApiCli
             assert p.metadata.deletion_timestamp is None and p.status.phase == "Running"
     groups = {g["metadata"]["name"] for g in custom.list_namespaced_custom_object(
         *PG, ns, "podgroups")["items"]}  # fmt: skip
-    assert groups == {group, "solo", "wide", "fits"}, groups
+    assert groups == {group, "solo", "late", "wide", "fits"}, groups
     assert read_podgroup(vapi, ns, group)["status"]["phase"] == "Running"
     assert read_podgroup(vapi, ns, "solo")["status"]["phase"] == "Running"
     status = job_status()
