@@ -263,6 +263,11 @@ CREATE_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
         [],
     ),
     (
+        "a policy event we do not implement",
+        job(policies=[{"event": "PodPending", "action": "AbortJob", "timeout": "1m"}]),
+        ["spec.policies[0].event", "must be one of"],
+    ),
+    (
         "restart task without a task",
         command("RestartTask"),
         ["metadata.annotations[volcano.sh/task-spec]", "name of the task"],
