@@ -528,3 +528,51 @@ def test_terminate_command_terminates_the_job(
     wait_for("job Terminated", lambda: job_phases(co, ns, "tm")[-1:] == ["Terminated"], timeout=60)
     assert job_phases(co, ns, "tm")[-2:] == ["Terminating", "Terminated"]
     wait_for("pods gone", lambda: live_pods(core, ns) == [])
+
+
+def test_a_replacement_pod_that_runs_cancels_the_delayed_action(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    """PodEvicted -> RestartJob after 8 s; the controller replaces the evicted pod at
+    once, and that pod reaching Running cancels the restart, as in Volcano."""
+    create_job(
+        co,
+        ns,
+        job_body(
+            "keep",
+            replicas=2,
+            run_for=None,
+            policies=[{"event": "PodEvicted", "action": "RestartJob", "timeout": "8s"}],
+        ),
+    )
+    wait_for(
+        "job Running",
+        ungating(core, ns, lambda: job_phases(co, ns, "keep")[-1:] == ["Running"]),
+        timeout=60,
+    )
+    old_uid = core.read_namespaced_pod("keep-worker-1", ns).metadata.uid
+    core.delete_namespaced_pod("keep-worker-1", ns, grace_period_seconds=0)
+    evicted_at = time.monotonic()
+    wait_for(
+        "the restart put off",
+        lambda: any("RestartJob after 8s" in e for e in events(core, ns, "keep")),
+    )
+    wait_for(
+        "a replacement pod running",
+        ungating(
+            core,
+            ns,
+            lambda: any(
+                p.metadata.name == "keep-worker-1"
+                and p.metadata.uid != old_uid
+                and p.status.phase == "Running"
+                for p in live_pods(core, ns)
+            ),
+        ),
+        timeout=60,
+    )
+    time.sleep(max(0.0, evicted_at + 11 - time.monotonic()))  # past the 8 s, with margin
+    assert "Restarting" not in job_phases(co, ns, "keep"), job_phases(co, ns, "keep")
+    status = (get_job(co, ns, "keep") or {})["status"]
+    assert status.get("retryCount", 0) == 0 and status["running"] == 2
+    assert event_count(core, ns, "keep", "RestartJob") == 0
