@@ -23,7 +23,8 @@ import numpy.typing as npt
 from pyextender.actions.backfill import may_backfill
 from pyextender.actions.decisions import Decisions
 from pyextender.actions.gangs import gang_message, min_request, needed_tasks
-from pyextender.framework.placement import place
+from pyextender.api.resources import format_amount
+from pyextender.framework.placement import Placement, place
 from pyextender.framework.session import IntArray, Job, Session, Task
 from pyextender.framework.status import Code
 
@@ -43,6 +44,34 @@ def _allowed(ssn: Session, job: Job, request: IntArray, backfill: bool) -> npt.N
         if r.job != job.key and row < allowed.shape[0]:
             allowed[row] = backfill and may_backfill(job, request, r, ssn.now)
     return allowed
+
+
+def _fits_in_total(
+    ssn: Session, request: IntArray, allowed: npt.NDArray[np.bool_], missing: int
+) -> Placement:
+    """A PodGroup admitted before its pods exist (gang.podless) has no pods to place:
+    like Volcano, its minResources must fit the free capacity in total. The capacity
+    is taken off the emptiest nodes, so later gangs of this cycle see it held."""
+    free = ssn.free[allowed].sum(axis=0)
+    short = [
+        f"{name} {format_amount(name, int(need))} > {format_amount(name, int(have))} free"
+        for name, need, have in zip(ssn.state.resources, request, free, strict=True)
+        if need > have
+    ]
+    if short:
+        return Placement(
+            [], max(missing, 1), "minResources exceed the free capacity: " + ", ".join(short)
+        )
+    left = request.copy()
+    for row in np.argsort(-ssn.free.sum(axis=1)):
+        if not allowed[row]:
+            continue
+        take = np.minimum(ssn.free[row], left)
+        ssn.free[row] -= take
+        left -= take
+        if not left.any():
+            break
+    return Placement(rows=[], unplaced=0, reason="")
 
 
 def _live_pending(job: Job) -> list[Task]:
@@ -103,6 +132,9 @@ def enqueue(ssn: Session, decisions: Decisions, backfill: bool = True) -> None:
         allowed = _allowed(ssn, job, request, backfill)
         requests = [t.request for t in tasks]
         fit = place(ssn.free, requests, resources, allowed, commit=status.ok)
+        if not tasks and status.ok and job.bound_count < job.min_member:
+            # no pods yet (gang.podless): its minResources must fit in total
+            fit = _fits_in_total(ssn, request, allowed, missing)
         if fit.ok and status.ok:
             decisions.admit.append(job)
             decisions.lift.extend(tasks)

@@ -1,6 +1,11 @@
 """gang: a job is admitted only when all of its minMember tasks exist, and is
 never left running below minMember by an eviction (it is evicted whole).
 
+One exception, Volcano's protocol for operators: a PodGroup with minResources and
+no pods at all, older than ``PODLESS_GRACE_S``, is judged by its minResources
+alone. The Kubeflow training operator creates a job's pods only once its PodGroup
+has left Pending, so waiting for its pods would wait forever.
+
 The all-or-nothing placement itself is done by enqueue (whole-gang fit) and
 by the bind barrier in the sidecar; this plugin supplies the session's view.
 """
@@ -11,6 +16,22 @@ from pyextender.framework.plugin_args import arguments
 from pyextender.framework.registry import PluginSpec
 from pyextender.framework.session import Job, Session, Task, unschedulable
 from pyextender.framework.status import SUCCESS, Status
+
+PODLESS_GRACE_S = 5.0
+"""Seconds a PodGroup with minResources and no pods waits before it is admitted on
+its minResources: time for a controller that creates pods at once (ours) to do so."""
+
+
+def podless(ssn: Session, job: Job) -> bool:
+    """A PodGroup to admit on its minResources: no pods yet (its operator waits for
+    Inqueue before creating them), minResources given, past the grace period."""
+    group = job.group
+    return (
+        not job.tasks
+        and group is not None
+        and bool(group.min_resources)
+        and ssn.now - job.created >= PODLESS_GRACE_S
+    )
 
 
 @arguments
@@ -30,7 +51,7 @@ class Gang:
 
     def job_enqueueable(self, ssn: Session, job: Job, request: object) -> Status:
         exist = len(job.tasks)
-        if exist < job.min_member:
+        if exist < job.min_member and not podless(ssn, job):
             if job.group is None:
                 return unschedulable(self.name, "PodGroup not found", structural=True)
             return unschedulable(
@@ -39,7 +60,7 @@ class Gang:
                 structural=True,
             )
         group = job.group
-        if group is not None and group.min_task_member:
+        if group is not None and group.min_task_member and exist:
             counts: dict[str, int] = {}
             for t in job.tasks:
                 spec = t.pod.annotations.get("volcano.sh/task-spec", "")

@@ -300,3 +300,34 @@ def test_elastic_members_go_to_the_smaller_dominant_share_first() -> None:
             p.gates = ("pyextender.io/gang",)
     d = w.cycle(tiers=[["priority", "gang"], ["drf", "proportion"]])
     assert [t.pod.name for t in d.lift] == ["y-1"]
+
+
+def _podless(w: World, name: str, gpus: str, min_member: int = 2) -> None:
+    """A PodGroup as the Kubeflow training operator makes it: minResources, no pods
+    (it creates them once the PodGroup is Inqueue); created an hour before ``now``."""
+    w.cache.group_event("ADDED", {
+        "metadata": {"name": name, "namespace": "t", "uid": f"pg-{name}",
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"minMember": min_member, "queue": "default",
+                 "minResources": {"cpu": "2", "nvidia.com/gpu": gpus}},
+        "status": {"phase": "Pending"},
+    })  # fmt: skip
+
+
+def test_podgroup_without_pods_is_admitted_on_its_min_resources() -> None:
+    w = World(nodes=2, gpus=8)
+    _podless(w, "pt", "12")
+    _podless(w, "pu", "6")  # fits alone, not after pt: its room is held
+    d = w.cycle(tiers=[["priority", "gang"], ["drf", "predicates"]])  # no queue limits
+    assert admitted(d) == ["t/pt"]
+    assert d.unschedulable["t/pu"] == (
+        "2/2 tasks in gang unschedulable: minResources exceed the free capacity: "
+        "nvidia.com/gpu 6 > 4 free"
+    )
+
+
+def test_podgroup_without_pods_waits_for_them_during_the_grace_period() -> None:
+    w = World(nodes=1, gpus=8)
+    _podless(w, "pt", "4")
+    d = w.cycle(now=1767225600.0 + 2)  # 2 s after it was created
+    assert admitted(d) == [] and "tasks exist" in d.unschedulable.get("t/pt", "tasks exist")
