@@ -120,15 +120,20 @@ class JobController(Controller):
         task = P.annotations_of(pod).get(names.VOLCANO_TASK_SPEC, "")
         base = Request(task=task, pod=str(meta(pod).get("name")), version=_version(pod))
         if new is None:
+            self._cancel_delayed(job_key, base.pod, ("PodPending",))
             self.request(job_key, dataclasses.replace(base, event="PodEvicted"))
             return
         before = P.phase(old) if old is not None else ""
         after = P.phase(new)
         event = "OutOfSync"
         exit_code = None
+        if after != "Pending" and before == "Pending":
+            self._cancel_delayed(job_key, base.pod, ("PodPending",))
         if after == "Running" and before != "Running":
             self._cancel_delayed(job_key, base.pod, ("PodFailed", "PodEvicted"))
-        if after == "Failed" and before != "Failed":
+        if after == "Pending" and old is None and self._watches_pending(job_key):
+            event = "PodPending"  # a new pod: a policy's timeout may act if it stays Pending
+        elif after == "Failed" and before != "Failed":
             event, exit_code = "PodFailed", P.exit_code(new)
         elif after == "Succeeded" and before != "Succeeded" and self._task_completed(job_key, task):
             event = "TaskCompleted"
@@ -146,6 +151,18 @@ class JobController(Controller):
         ):
             return  # nothing the job counts (or a dependsOn waits for) has changed
         self.request(job_key, dataclasses.replace(base, event=event, exit_code=exit_code))
+
+    def _watches_pending(self, job_key: str) -> bool:
+        """A policy of the job acts on PodPending (only ones with a timeout do)."""
+        spec = (self.ctx.jobs.get(job_key) or {}).get("spec") or {}
+        policies = [*(spec.get("policies") or [])]
+        for task in spec.get("tasks") or []:
+            policies += task.get("policies") or []
+        return any(
+            p.get("timeout") and {"PodPending", "*"} & {p.get("event"), *(p.get("events") or [])}
+            for p in policies
+            if isinstance(p, dict)
+        )
 
     def _task_failed(self, job_key: str, task: str) -> bool:
         raw = self.ctx.jobs.get(job_key)

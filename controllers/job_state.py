@@ -68,6 +68,8 @@ def decide_with_delay(job: Job, req: Request) -> tuple[str, float]:
             delay = duration_seconds(policy.timeout) if policy.timeout else 0.0
             events = [*policy.events, *([policy.event] if policy.event else [])]
             if events and (req.event in events or "*" in events) and policy.action:
+                if req.event == "PodPending" and not delay:
+                    continue  # Volcano: PodPending acts only after a policy's timeout
                 return policy.action, delay
             if policy.exit_code is not None and policy.exit_code == req.exit_code:
                 return policy.action or SYNC, delay

@@ -46,6 +46,11 @@ def _check_policies(policies: list[LifecyclePolicy], path: str, found: Findings)
                 )
             else:
                 events[event] = i
+        if "PodPending" in named and policy.timeout is None:
+            found.problem(
+                f"{path}[{i}].timeout",
+                "required with PodPending: the action is taken when a pod stays Pending that long",
+            )
         if policy.exit_code is not None:
             first = exit_codes.get(policy.exit_code)
             if first is not None:

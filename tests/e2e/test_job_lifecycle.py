@@ -576,3 +576,29 @@ def test_a_replacement_pod_that_runs_cancels_the_delayed_action(
     status = (get_job(co, ns, "keep") or {})["status"]
     assert status.get("retryCount", 0) == 0 and status["running"] == 2
     assert event_count(core, ns, "keep", "RestartJob") == 0
+
+
+def test_pod_pending_too_long_aborts_the_job(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    """PodPending -> AbortJob after 4 s: pods that fit no node stay Pending; the job is
+    aborted once they have waited that long."""
+    create_job(
+        co,
+        ns,
+        job_body(
+            "stuck",
+            replicas=2,
+            runnable=False,
+            policies=[{"event": "PodPending", "action": "AbortJob", "timeout": "4s"}],
+        ),
+    )
+    wait_for("2 pods", lambda: len(live_pods(core, ns)) == 2)
+    created = time.monotonic()
+    wait_for("job Aborted", lambda: job_phases(co, ns, "stuck")[-1:] == ["Aborted"], timeout=60)
+    assert time.monotonic() - created >= 3
+    assert any(
+        e.startswith("ExecuteAction:") and "AbortJob after 4s" in e
+        for e in events(core, ns, "stuck")
+    )
+    assert any(e.startswith("AbortJob:") and "PodPending" in e for e in events(core, ns, "stuck"))

@@ -87,6 +87,25 @@ def test_policy_timeout_delays_the_action(
     assert job_state.decide_with_delay(make_job(policies=policies), req) == want
 
 
+@pytest.mark.parametrize(
+    ("policies", "want"),
+    [
+        ([{"event": "PodPending", "action": "AbortJob", "timeout": "1m"}], ("AbortJob", 60)),
+        # PodPending acts only after a timeout: without one the policy is passed over
+        ([{"event": "*", "action": "RestartJob"}], ("SyncJob", 0)),
+        (
+            [{"event": "*", "action": "RestartJob", "timeout": "5s"}],
+            ("RestartJob", 5),
+        ),
+    ],
+)
+def test_pod_pending_needs_a_timeout(
+    policies: list[dict[str, Any]], want: tuple[str, float]
+) -> None:
+    job = make_job(policies=policies)
+    assert job_state.decide_with_delay(job, Request("PodPending", pod="p")) == want
+
+
 def test_task_policy_timeout_wins_over_the_jobs() -> None:
     tasks = [
         {

@@ -264,8 +264,18 @@ CREATE_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ),
     (
         "a policy event we do not implement",
-        job(policies=[{"event": "PodPending", "action": "AbortJob", "timeout": "1m"}]),
+        job(policies=[{"event": "PodRunning", "action": "AbortJob"}]),
         ["spec.policies[0].event", "must be one of"],
+    ),
+    (
+        "pod pending with a timeout",
+        job(policies=[{"event": "PodPending", "action": "AbortJob", "timeout": "1m"}]),
+        [],
+    ),
+    (
+        "pod pending without a timeout",
+        job(policies=[{"events": ["PodPending"], "action": "AbortJob"}]),
+        ["spec.policies[0].timeout: required with PodPending"],
     ),
     (
         "restart task without a task",

@@ -36,6 +36,7 @@ JobEvent = Literal[
     "*",
     "PodFailed",
     "PodEvicted",
+    "PodPending",
     "Unknown",
     "TaskCompleted",
     "OutOfSync",
@@ -43,7 +44,8 @@ JobEvent = Literal[
     "JobUpdated",
     "TaskFailed",
 ]
-"""Events a lifecycle policy reacts to ("*" = any)."""
+"""Events a lifecycle policy reacts to ("*" = any). PodPending counts only for a
+policy with a ``timeout``: the pod still Pending that long."""
 JobAction = Literal[
     "AbortJob", "RestartJob", "RestartTask", "TerminateJob", "CompleteJob", "ResumeJob"
 ]
