@@ -202,7 +202,8 @@ class Vcctl:
         )
 
     def explain_job(self, ns: str, name: str) -> str:
-        """A Volcano Job, or (for operators' PodGroups) a PodGroup of that name."""
+        """A Volcano Job, or (for operators' PodGroups) a PodGroup of that name, or of
+        the name the Spark operator or KubeRay derives from it."""
         job: dict[str, Any] | None
         try:
             job = self.custom.get_namespaced_custom_object(*BATCH, ns, "jobs", name)
@@ -211,7 +212,14 @@ class Vcctl:
                 raise
             job = None
         snap = self.snapshot()
-        group = job_podgroup(snap, job) if job else snap.groups.get(f"{ns}/{name}")
+        group = job_podgroup(snap, job) if job else None
+        if job is None:
+            # an operator's PodGroup, by its own name or the name the operator gave it:
+            # Kubeflow <job>, Spark operator spark-<app>-pg, KubeRay ray-<cluster>-pg
+            for candidate in (name, f"spark-{name}-pg", f"ray-{name}-pg"):
+                group = snap.groups.get(f"{ns}/{candidate}")
+                if group is not None:
+                    break
         if job is None and group is None:
             return f"job {ns}/{name}: no Volcano Job or PodGroup of that name"
         return explain_job(snap, job, group, f"{ns}/{name}")

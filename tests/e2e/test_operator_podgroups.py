@@ -217,7 +217,7 @@ def test_spark_application(
     assert bound_of(core, ns, ["pi2-driver"]) == 0
     pod = core.read_namespaced_pod("pi2-driver", ns)
     assert [g.name for g in pod.spec.scheduling_gates or []] == ["pyextender.io/gang"]
-    text = _explain(state, ns, group2)
+    text = _explain(state, ns, "pi2")  # the app's name finds spark-pi2-pg
     assert f"podgroup {ns}/{group2}: Pending, minMember 1, 1 pod (0 bound, 1 gated)" in text
     assert f"capability: queue {queue} would exceed it (cpu 6/4)" in text, text
 
@@ -269,7 +269,7 @@ def test_kuberay_raycluster(
                    timeout=60)  # fmt: skip
     assert "capability exceeded" in why, why
     assert bound_of(core, ns, waiting) == 0  # none of the gang runs, not even the head
-    text = _explain(state, ns, "ray-rc2-pg")
+    text = _explain(state, ns, "rc2")  # the cluster's name finds ray-rc2-pg
     assert f"podgroup {ns}/ray-rc2-pg: Pending, minMember 3, 3 pods (0 bound, 3 gated)" in text
     assert f"position: 1 of 1 waiting in queue {queue}" in text, text
     assert f"capability: queue {queue} would exceed it (nvidia.com/gpu 16/8)" in text, text
