@@ -60,7 +60,15 @@ class Gang:
                 structural=True,
             )
         group = job.group
-        if group is not None and group.min_task_member and exist:
+        # Volcano checks each task's minimum only when minMember covers them all: a job
+        # with minAvailable below their sum (e.g. tasks that wait on dependsOn) is a
+        # gang of minMember pods, whichever tasks they belong to
+        if (
+            group is not None
+            and group.min_task_member
+            and exist
+            and job.min_member >= sum(group.min_task_member.values())
+        ):
             counts: dict[str, int] = {}
             for t in job.tasks:
                 spec = t.pod.annotations.get("volcano.sh/task-spec", "")

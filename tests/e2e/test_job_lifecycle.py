@@ -602,3 +602,38 @@ def test_pod_pending_too_long_aborts_the_job(
         for e in events(core, ns, "stuck")
     )
     assert any(e.startswith("AbortJob:") and "PodPending" in e for e in events(core, ns, "stuck"))
+
+
+def test_depends_on_through_the_sidecar(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    """With the volcano scheduler: minAvailable 1 below the tasks' minimums (1 + 2), so the
+    sidecar admits the gang on the master alone (Volcano's rule); the workers, created once
+    the master runs, are bound too. Nothing is lifted by the test."""
+    body = tasks_job(
+        "vdag",
+        [
+            {"name": "master", "replicas": 1, "template": template(None)},
+            {
+                "name": "worker",
+                "replicas": 2,
+                "template": template(None),
+                "dependsOn": {"name": ["master"]},
+            },
+        ],
+        minAvailable=1,
+        schedulerName="volcano",
+    )
+    create_job(co, ns, body)
+    wait_for(
+        "every pod running",
+        lambda: ((get_job(co, ns, "vdag") or {}).get("status") or {}).get("running") == 3,
+        timeout=90,
+    )
+    pods = {p.metadata.name: p for p in live_pods(core, ns)}
+    master_ready = next(
+        c.last_transition_time for c in pods["vdag-master-0"].status.conditions if c.type == "Ready"
+    )
+    for name in ("vdag-worker-0", "vdag-worker-1"):
+        assert pods[name].spec.node_name and pods[name].spec.scheduler_name == "volcano"
+        assert pods[name].metadata.creation_timestamp >= master_ready.replace(microsecond=0)
