@@ -9,7 +9,9 @@ weight split (Volcano's capacity plugin).
 
 Admission (enqueue): allocated + admitted + the job's minimum must stay
 within the queue's capability, and within what the other queues' guarantees
-leave. Reclaim: only from reclaimable queues above their deserved share,
+leave; and, for every ancestor queue (``spec.parent``, up to root), the sum
+over that ancestor's subtree must stay within the ancestor's capability.
+Reclaim: only from reclaimable queues above their deserved share,
 and only while they stay at or above it.
 """
 
@@ -146,7 +148,7 @@ class Proportion:
                 f'queue "{q.name}" {limit} exceeded: {name} '
                 f"{format_amount(name, int(after[c]))}/{format_amount(name, int(real[c]))}",
             )
-        return SUCCESS
+        return _within_ancestors(ssn, q, request, self.name)
 
     def overused(self, ssn: Session, queue: QueueState) -> bool:
         used = queue.allocated > 0
@@ -180,6 +182,52 @@ class Proportion:
 class Capacity(Proportion):
     name = "capacity"
     explicit_deserved = True
+
+
+def _ancestors(ssn: Session, q: QueueState) -> list[QueueState]:
+    """q's parent, its parent, ... up to (not including) root; a cycle ends the walk."""
+    out: list[QueueState] = []
+    seen = {q.name}
+    parent = q.view.parent
+    while parent and parent != "root" and parent not in seen:
+        a = ssn.queues.get(parent)
+        if a is None:
+            break
+        out.append(a)
+        seen.add(parent)
+        parent = a.view.parent
+    return out
+
+
+def _within_ancestors(ssn: Session, q: QueueState, request: IntArray, plugin: str) -> Status:
+    """A parent's capability bounds the sum of its subtree (itself and every queue
+    below it): allocated + admitted + this job's minimum."""
+    chain = _ancestors(ssn, q)
+    if not chain:
+        return SUCCESS
+    for a in chain:
+        cap = _cap(ssn, a)
+        if np.isinf(cap).all():
+            continue
+        held = sum(
+            (
+                o.allocated + o.inqueue
+                for o in ssn.queues.values()
+                if o is a or a in _ancestors(ssn, o)
+            ),
+            np.zeros_like(ssn.total),
+        )
+        after = held + request
+        over = np.flatnonzero((after > cap) & (request > 0))
+        if over.shape[0]:
+            c = int(over[0])
+            name = ssn.state.resources[c]
+            return unschedulable(
+                plugin,
+                f'queue "{q.name}": parent queue "{a.name}" capability exceeded: {name} '
+                f"{format_amount(name, int(after[c]))}/{format_amount(name, int(cap[c]))}",
+            )
+    return SUCCESS
 
 
 def _share(allocated: IntArray, deserved: FloatArray) -> float:

@@ -331,3 +331,21 @@ def test_podgroup_without_pods_waits_for_them_during_the_grace_period() -> None:
     _podless(w, "pt", "4")
     d = w.cycle(now=1767225600.0 + 2)  # 2 s after it was created
     assert admitted(d) == [] and "tasks exist" in d.unschedulable.get("t/pt", "tasks exist")
+
+
+def test_parent_capability_bounds_its_children_at_admission() -> None:
+    """Two children of "team" (capability 8 GPUs), each allowed 8 on its own: once one
+    holds 6, the other's 4-GPU gang would take the team to 10 and waits; a 2-GPU one fits."""
+    w = World(nodes=2, gpus=8)
+    w.queue("team", capability={"nvidia.com/gpu": "8"})
+    w.queue("a", parent="team", capability={"nvidia.com/gpu": "8"})
+    w.queue("b", parent="team", capability={"nvidia.com/gpu": "8"})
+    w.gang("run", 3, gpus=2, queue="a", phase="Running", bound=["n0", "n0", "n0"])
+    w.gang("big", 2, gpus=2, queue="b")
+    w.gang("small", 1, gpus=2, queue="b")
+    d = w.cycle()
+    assert admitted(d) == ["t/small"]
+    assert d.unschedulable["t/big"] == (
+        '2/2 tasks in gang unschedulable: proportion: queue "b": parent queue "team" '
+        "capability exceeded: nvidia.com/gpu 10/8"
+    )

@@ -1,0 +1,46 @@
+"""A parent queue's capability bounds its children (spec.parent), on a real cluster."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kubernetes import client
+
+from tests.e2e.kube import bound_of, condition, gang, queue, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def test_parent_capability_bounds_its_children(
+    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    """team (8 GPUs) has children a and b, each allowed 8 on its own. a runs 6 GPUs; b's
+    2 x 2-GPU gang would take team to 10 and waits, saying why; b's 1 x 2-GPU gang runs."""
+    suffix = uuid.uuid4().hex[:6]
+    team, a, b = f"team{suffix}", f"a{suffix}", f"b{suffix}"
+    queue(api, team, capability={"nvidia.com/gpu": "8"})
+    queue(api, a, parent=team, capability={"nvidia.com/gpu": "8"})
+    queue(api, b, parent=team, capability={"nvidia.com/gpu": "8"})
+    custom = client.CustomObjectsApi(api)
+    try:
+        run = gang(core, api, namespace, "run", 3, gpus=2, queue_name=a)
+        wait_for("a's gang bound", lambda: bound_of(core, namespace, run) == 3, timeout=60)
+        big = gang(core, api, namespace, "big", 2, gpus=2, queue_name=b)
+        why = wait_for(
+            "big's reason", lambda: condition(api, namespace, "big", "Unschedulable"), timeout=60
+        )
+        assert f'queue "{b}": parent queue "{team}" capability exceeded: nvidia.com/gpu 10/8' in (
+            why
+        ), why
+        small = gang(core, api, namespace, "small", 1, gpus=2, queue_name=b)
+        wait_for("small bound", lambda: bound_of(core, namespace, small) == 1, timeout=60)
+        assert bound_of(core, namespace, big) == 0
+    finally:
+        custom.delete_collection_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
+        )
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
+        for name in (a, b, team):
+            custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)
