@@ -10,7 +10,8 @@ share (per the plugins' queue order) goes next.
 
 allocate (elastic members): members beyond minMember of admitted gangs are
 released one at a time, the job first in job order (e.g. smallest dominant
-share) first, while they fit.
+share) first, while they fit and their queue's capability, and every parent
+queue's, allow it.
 """
 
 from __future__ import annotations
@@ -171,6 +172,9 @@ def allocate_elastic(ssn: Session, decisions: Decisions, backfill: bool = True) 
     while extras:
         job = min((ssn.jobs[k] for k in extras), key=functools.cmp_to_key(ssn.job_compare))
         task = extras[job.key].pop(0)
+        if not ssn.allocatable(job, task.request):
+            del extras[job.key]  # its queue (or a parent's) capability is reached
+            continue
         allowed = _allowed(ssn, job, task.request, backfill)
         if place(ssn.free, [task.request], resources, allowed, commit=True).ok:
             decisions.lift.append(task)

@@ -154,6 +154,15 @@ class JobEnqueueable(Protocol):
 
 
 @runtime_checkable
+class Allocatable(Protocol):
+    name: str
+
+    def allocatable(self, ssn: Session, queue: QueueState, request: IntArray) -> bool:
+        """May ``queue`` hold ``request`` more (an elastic member released by allocate)?"""
+        ...
+
+
+@runtime_checkable
 class Preemptable(Protocol):
     name: str
 
@@ -288,6 +297,17 @@ class Session:
                 if not st.ok:
                     return st
         return SUCCESS
+
+    def allocatable(self, job: Job, request: IntArray) -> bool:
+        """Queue limits for one more task of an admitted job (switched with enqueue's)."""
+        q = self.queues.get(job.queue)
+        if q is None:
+            return True
+        for tier in self._plugins(Allocatable, "enableJobEnqueued"):
+            for p in tier:
+                if not p.allocatable(self, q, request):  # type: ignore[attr-defined]
+                    return False
+        return True
 
     def victims(self, job: Job, candidates: list[Task], reclaim: bool) -> list[Task]:
         """Candidates the first voting tier allows; none when no plugin votes."""

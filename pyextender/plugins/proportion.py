@@ -150,6 +150,13 @@ class Proportion:
             )
         return _within_ancestors(ssn, q, request, self.name)
 
+    def allocatable(self, ssn: Session, queue: QueueState, request: IntArray) -> bool:
+        """An elastic member: its queue's capability and every ancestor's still hold."""
+        after = queue.allocated + queue.inqueue + request
+        if ((after > _cap(ssn, queue)) & (request > 0)).any():
+            return False
+        return _within_ancestors(ssn, queue, request, self.name).ok
+
     def overused(self, ssn: Session, queue: QueueState) -> bool:
         used = queue.allocated > 0
         return bool(used.any() and (queue.allocated[used] >= queue.deserved[used] - _EPS).all())

@@ -8,6 +8,7 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.kube import bound_of, condition, gang, queue, wait_for
+from tests.e2e.waits import cycles_pass
 
 pytestmark = pytest.mark.e2e
 
@@ -43,4 +44,31 @@ def test_parent_capability_bounds_its_children(
         core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
         for name in (a, b, team):
+            custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)
+
+
+def test_elastic_members_stop_at_a_parent_queues_capability(
+    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    """team (6 GPUs) > a: a gang of 4 x 2 GPUs with minMember 1 gets 3 members running;
+    the 4th stays gated cycle after cycle, though the nodes have room for it."""
+    suffix = uuid.uuid4().hex[:6]
+    team, a = f"team{suffix}", f"a{suffix}"
+    queue(api, team, capability={"nvidia.com/gpu": "6"})
+    queue(api, a, parent=team)
+    custom = client.CustomObjectsApi(api)
+    try:
+        pods = gang(core, api, namespace, "el", 4, gpus=2, min_member=1, queue_name=a)
+        wait_for("3 members bound", lambda: bound_of(core, namespace, pods) == 3, timeout=60)
+        cycles_pass(sidecar, n=5)
+        assert bound_of(core, namespace, pods) == 3
+        left = [p for p in core.list_namespaced_pod(namespace).items if not p.spec.node_name]
+        assert len(left) == 1 and left[0].spec.scheduling_gates, left
+    finally:
+        custom.delete_collection_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
+        )
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
+        for name in (a, team):
             custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)

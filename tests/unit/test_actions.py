@@ -349,3 +349,17 @@ def test_parent_capability_bounds_its_children_at_admission() -> None:
         '2/2 tasks in gang unschedulable: proportion: queue "b": parent queue "team" '
         "capability exceeded: nvidia.com/gpu 10/8"
     )
+
+
+def test_elastic_members_stop_at_a_parent_queues_capability() -> None:
+    """x (minMember 1, 4 pods of 2 GPUs) runs one pod in child queue a of team (6 GPUs):
+    allocate releases members while team stays within 6, so two more, not three."""
+    w = World(nodes=2, gpus=8)
+    w.queue("team", capability={"nvidia.com/gpu": "6"})
+    w.queue("a", parent="team")
+    w.gang("x", 4, gpus=2, min_member=1, queue="a", phase="Running", bound=["n0"])
+    for p in w.cache.pods_by_uid.values():
+        if not p.node_name:
+            p.gates = ("pyextender.io/gang",)
+    d = w.cycle()
+    assert sorted(t.pod.name for t in d.lift) == ["x-1", "x-2"]
