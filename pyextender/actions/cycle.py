@@ -10,13 +10,15 @@ from pyextender.actions.evict import preempt, reclaim
 from pyextender.actions.reservation import reserve
 from pyextender.framework.session import Session
 
-KNOWN_ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill", "shuffle")
-"""allocate is kube-scheduler's own cycle (our filter/prioritize/bind); shuffle is accepted
-for Volcano compatibility and does nothing."""
+KNOWN_ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill", "reservation", "shuffle")
+"""allocate is kube-scheduler's own cycle (our filter/prioritize/bind); reservation holds
+nodes for the gang waiting past its sla-waiting-time (also done whenever the sla plugin is
+on); shuffle is accepted for Volcano compatibility and does nothing."""
 
 
 def run_cycle(ssn: Session, actions: Sequence[str], sla: bool) -> Decisions:
-    """Decide; apply nothing. ``sla``: whether reservations are made (the sla plugin is on)."""
+    """Decide; apply nothing. Reservations are made when ``reservation`` is among the
+    actions or ``sla`` (the sla plugin is on, giving every gang its waiting time)."""
     decisions = Decisions()
     # Reservations from the last cycle (in ssn.state.reservations) steer this
     # cycle's admissions; fresh ones, from who is still starving, take over next.
@@ -29,6 +31,6 @@ def run_cycle(ssn: Session, actions: Sequence[str], sla: bool) -> Decisions:
         preempt(ssn, decisions)
     if "reclaim" in actions:
         reclaim(ssn, decisions)
-    if sla:
+    if sla or "reservation" in actions:
         decisions.reservations = reserve(ssn, decisions.starving)
     return decisions

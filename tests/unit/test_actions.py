@@ -363,3 +363,17 @@ def test_elastic_members_stop_at_a_parent_queues_capability() -> None:
             p.gates = ("pyextender.io/gang",)
     d = w.cycle()
     assert sorted(t.pod.name for t in d.lift) == ["x-1", "x-2"]
+
+
+def test_reservation_action_reserves_without_the_sla_plugin() -> None:
+    """The reservation action holds nodes for a gang past its sla-waiting-time annotation
+    even when the sla plugin is not configured; without the action, nothing is held."""
+    now = 1767225600.0 + 3600
+    tiers = [["priority", "gang"], ["proportion", "predicates"]]
+    w = World(nodes=2, gpus=8)
+    w.gang("run", 1, gpus=8, phase="Running", bound=["n0"],
+           annotations={"pyextender.io/running-estimate": "3700s"})  # fmt: skip
+    w.gang("big", 2, gpus=8, annotations={"sla-waiting-time": "1s"})
+    assert w.cycle(tiers=tiers, now=now).reservations == []
+    d = w.cycle(tiers=tiers, now=now, actions=("enqueue", "allocate", "reservation"))
+    assert [r.job for r in d.reservations] == ["t/big"]
