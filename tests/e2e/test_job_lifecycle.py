@@ -637,3 +637,30 @@ def test_depends_on_through_the_sidecar(
     for name in ("vdag-worker-0", "vdag-worker-1"):
         assert pods[name].spec.node_name and pods[name].spec.scheduler_name == "volcano"
         assert pods[name].metadata.creation_timestamp >= master_ready.replace(microsecond=0)
+
+
+def test_network_topology_reaches_the_podgroup(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    job = create_job(
+        co,
+        ns,
+        job_body(
+            "nt", replicas=2, runnable=False,
+            networkTopology={"mode": "hard", "highestTierAllowed": 2},
+        ),
+    )  # fmt: skip
+    pg = wait_for(
+        "the PodGroup",
+        lambda: next(
+            (
+                g
+                for g in co.list_namespaced_custom_object(
+                    "scheduling.volcano.sh", "v1beta1", ns, "podgroups"
+                )["items"]
+                if g["metadata"]["name"] == f"nt-{job['metadata']['uid']}"
+            ),
+            None,
+        ),
+    )
+    assert pg["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 2}
