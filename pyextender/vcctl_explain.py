@@ -6,8 +6,9 @@ Pure functions over one snapshot of the cluster's objects as the API returns the
 A queue's numbers are the proportion plugin's: ``allocated`` is what bound pods of
 its PodGroups request; ``deserved`` is its spec.deserved (capped by capability)
 when set, else the cluster's schedulable allocatable split by weight among the
-queues that ask for it (``water_fill``, never above a queue's demand or capability,
-never below its guarantee); ``share`` is the largest allocated / deserved. Waiting
+queues that ask for it, down the queue tree (``tree_fill``: a parent's share is
+split among its children; never above a queue's demand or capability, never below
+its guarantee); ``share`` is the largest allocated / deserved. Waiting
 PodGroups (Pending or Inqueue) are ordered as the scheduler takes them within a
 queue: higher priority first, then older first.
 
@@ -39,7 +40,7 @@ from pyextender.api.resources import (
 )
 from pyextender.api.volcano.codec import duration_seconds
 from pyextender.cache.batch import GroupView, QueueView, group_from_dict, queue_from_dict
-from pyextender.plugins.proportion import water_fill
+from pyextender.plugins.proportion import tree_fill
 
 Obj = Mapping[str, Any]
 TERMINATED = ("Succeeded", "Failed")
@@ -189,7 +190,8 @@ class Snapshot:
                 floor[n] = fixed
                 want[n] = np.minimum(want[n], fixed)
         weights = {n: float(q.weight) for n, q in leaves.items()}
-        split = water_fill(vec(total), weights, want, floor)
+        parents = {n: q.parent for n, q in leaves.items()}
+        split = tree_fill(vec(total), parents, weights, want, floor, cap)
         return {n: dict(zip(names_, split[n].tolist(), strict=True)) for n in leaves}
 
     def priority(self, g: GroupView) -> int:

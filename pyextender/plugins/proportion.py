@@ -87,6 +87,50 @@ def water_fill(
     return deserved
 
 
+def tree_fill(
+    total: FloatArray,
+    parents: dict[str, str],
+    weights: dict[str, float],
+    own_want: dict[str, FloatArray],
+    floor: dict[str, FloatArray],
+    cap: dict[str, FloatArray],
+) -> dict[str, FloatArray]:
+    """Deserved shares down the queue tree: ``total`` is water-filled among the top
+    queues, each subtree wanting what its queues want (within its root's capability);
+    a queue's share is then water-filled among its children, and its own jobs as one
+    more member with its weight. Returns each queue's own deserved (what its own jobs
+    may hold). A missing parent, or a parent chain that loops, makes a queue top-level."""
+    kids = _children(parents)
+    want: dict[str, FloatArray] = {}
+
+    def subtree(n: str) -> FloatArray:
+        w = own_want[n] + sum((subtree(k) for k in kids.get(n, [])), np.zeros_like(total))
+        want[n] = np.minimum(w, cap[n])
+        return want[n]
+
+    for top in kids.get("root", []):
+        subtree(top)
+    own: dict[str, FloatArray] = {}
+
+    def split(parent: str, amount: FloatArray) -> None:
+        names = kids.get(parent, [])
+        w = {n: weights[n] for n in names}
+        wants = {n: want[n] for n in names}
+        floors = {n: floor[n] for n in names}
+        if parent != "root" and (own_want[parent] > _EPS).any():
+            w[_OWN] = weights[parent]
+            wants[_OWN] = own_want[parent]
+            floors[_OWN] = np.zeros_like(amount)
+        shares = water_fill(amount, w, wants, floors)
+        if parent != "root":
+            own[parent] = shares.pop(_OWN, np.zeros_like(amount))
+        for n, got in shares.items():
+            split(n, got)
+
+    split("root", total)
+    return {n: own.get(n, np.zeros_like(total)) for n in parents}
+
+
 class Proportion:
     name = "proportion"
     explicit_deserved = False
@@ -95,22 +139,23 @@ class Proportion:
         self.args = args
 
     def open_session(self, ssn: Session) -> None:
-        total = ssn.total.astype(np.float64)
-        leaves = {n: q for n, q in ssn.queues.items() if n != "root"}
-        weights = {n: float(q.view.weight) for n, q in leaves.items()}
-        want = {
-            n: np.minimum(q.request.astype(np.float64), _cap(ssn, q)) for n, q in leaves.items()
+        queues = {n: q for n, q in ssn.queues.items() if n != "root"}
+        own_want = {
+            n: np.minimum(q.request.astype(np.float64), _cap(ssn, q)) for n, q in queues.items()
         }
-        floor = {n: _vec(ssn, q.view.guarantee).astype(np.float64) for n, q in leaves.items()}
+        floor = {n: _vec(ssn, q.view.guarantee).astype(np.float64) for n, q in queues.items()}
         if self.explicit_deserved:
-            for n, q in leaves.items():
+            for n, q in queues.items():
                 if q.view.deserved:
                     fixed = np.minimum(_vec(ssn, q.view.deserved).astype(np.float64), _cap(ssn, q))
                     floor[n] = fixed
-                    want[n] = np.minimum(want[n], fixed)
-        deserved = water_fill(total, weights, want, floor)
-        for n, q in leaves.items():
-            q.deserved = deserved[n]
+                    own_want[n] = np.minimum(own_want[n], fixed)
+        caps = {n: _cap(ssn, q) for n, q in queues.items()}
+        parents = {n: q.view.parent for n, q in queues.items()}
+        weights = {n: float(q.view.weight) for n, q in queues.items()}
+        own = tree_fill(ssn.total.astype(np.float64), parents, weights, own_want, floor, caps)
+        for n, q in queues.items():
+            q.deserved = own.get(n, np.zeros(len(ssn.state.resources)))
             q.share = _share(q.allocated + q.inqueue, q.deserved)
 
     def on_allocate(self, ssn: Session, job: Job, request: IntArray) -> None:
@@ -189,6 +234,25 @@ class Proportion:
 class Capacity(Proportion):
     name = "capacity"
     explicit_deserved = True
+
+
+_OWN = "\0own"
+"""Key of a parent queue's own jobs among its children in the water fill."""
+
+
+def _children(parents: dict[str, str]) -> dict[str, list[str]]:
+    """Parent name -> child names; "root" for top-level queues, and for any queue whose
+    parent is missing or whose parent chain loops."""
+    out: dict[str, list[str]] = {}
+    for n, parent in parents.items():
+        parent = parent if parent in parents else "root"
+        seen = {n}
+        p = parent
+        while p != "root" and p not in seen:  # a loop back makes the queue top-level
+            seen.add(p)
+            p = parents[p] if parents[p] in parents else "root"
+        out.setdefault(parent if p == "root" else "root", []).append(n)
+    return out
 
 
 def _ancestors(ssn: Session, q: QueueState) -> list[QueueState]:

@@ -1,12 +1,17 @@
-"""A parent queue's capability bounds its children (spec.parent), on a real cluster."""
+"""The queue tree (spec.parent) on a real cluster: a parent's capability bounds its
+children at admission and for elastic members; deserved shares are split down the tree."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 
 import pytest
 from kubernetes import client
 
+from devcluster.cluster import ClusterState
 from tests.e2e.kube import bound_of, condition, gang, queue, wait_for
 from tests.e2e.waits import cycles_pass
 
@@ -71,4 +76,44 @@ def test_elastic_members_stop_at_a_parent_queues_capability(
         core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
         for name in (a, team):
+            custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)
+
+
+def test_deserved_shares_follow_the_queue_tree(
+    state: ClusterState, core: client.CoreV1Api, api: client.ApiClient, namespace: str,
+    sidecar: str,
+) -> None:  # fmt: skip
+    """16 GPUs, three queues asking 18 each: x and team deserve 8 each; team's 8 go to its
+    children a and b by their weights 3:1. vcctl explain queue shows 8, 6 and 2."""
+    suffix = uuid.uuid4().hex[:6]
+    x, team, a, b = (f"{n}{suffix}" for n in ("x", "team", "a", "b"))
+    queue(api, x)
+    queue(api, team)
+    queue(api, a, weight=3, parent=team)
+    queue(api, b, weight=1, parent=team)
+    custom = client.CustomObjectsApi(api)
+    try:
+        for q in (x, a, b):
+            gang(core, api, namespace, f"g{q}", 9, gpus=2, queue_name=q)  # 18 GPUs: never fits
+        wait_for("9 pods per gang", lambda: len(core.list_namespaced_pod(namespace).items) == 27)
+        for q, want in ((x, "8"), (a, "6"), (b, "2")):
+            out = subprocess.run(
+                [sys.executable, "-m", "pyextender.vcctl", f"--kubeconfig={state.kubeconfig}",
+                 "explain", "queue", q],
+                capture_output=True, text=True, timeout=60, env=dict(os.environ),
+            )  # fmt: skip
+            assert out.returncode == 0, out.stderr
+            gpu = next(
+                line.split()
+                for line in out.stdout.splitlines()
+                if line.split()[:1] == ["nvidia.com/gpu"]
+            )
+            assert gpu[2] == want, out.stdout  # allocated, deserved, ...
+    finally:
+        custom.delete_collection_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
+        )
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
+        for name in (a, b, team, x):
             custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from pyextender.actions.cycle import run_cycle
 from tests.unit.batch_fixtures import World
@@ -377,3 +378,19 @@ def test_reservation_action_reserves_without_the_sla_plugin() -> None:
     assert w.cycle(tiers=tiers, now=now).reservations == []
     d = w.cycle(tiers=tiers, now=now, actions=("enqueue", "allocate", "reservation"))
     assert [r.job for r in d.reservations] == ["t/big"]
+
+
+def test_deserved_shares_follow_the_queue_tree() -> None:
+    """16 GPUs: x and team split them 8/8 (weight 1 each); team's 8 go to its children
+    a and b by their weights 3:1, so 6 and 2, though a and b outweigh x on their own."""
+    w = World(nodes=2, gpus=8)
+    w.queue("x")
+    w.queue("team")
+    w.queue("a", weight=3, parent="team")
+    w.queue("b", weight=1, parent="team")
+    for q in ("x", "a", "b"):
+        w.gang(f"g{q}", 8, gpus=2, queue=q)
+    ssn = w.session()
+    gpu = ssn.state.column["nvidia.com/gpu"]
+    got = {q: ssn.queues[q].deserved[gpu] for q in ("x", "team", "a", "b")}
+    assert got == pytest.approx({"x": 8, "team": 0, "a": 6, "b": 2}), got
