@@ -1,7 +1,9 @@
 """nodeorder: least-allocated, most-allocated and balanced-allocation scores.
 
 Node affinity, pod affinity, taints and image locality are scored by
-kube-scheduler itself before it calls us, so they are not repeated here.
+kube-scheduler itself before it calls us, so they are not repeated here; a
+non-zero Volcano weight for one of them is refused at config load, naming the
+kube-scheduler plugin whose weight to set instead.
 
 least:    100 × Σ w_r·(1 − u_r) / Σ w_r
 most:     100 × Σ w_r·u_r / Σ w_r
@@ -18,6 +20,14 @@ from pyextender.framework.plugin_args import arg, arguments
 from pyextender.framework.registry import PluginSpec
 from pyextender.plugins.usage import utilisation_after
 
+KUBE_SCHEDULER_SCORES = {
+    "nodeaffinity.weight": "NodeAffinity",
+    "podaffinity.weight": "InterPodAffinity",
+    "tainttoleration.weight": "TaintToleration",
+    "imagelocality.weight": "ImageLocality",
+}
+"""Volcano's nodeorder weights for scores kube-scheduler computes itself: only 0 loads."""
+
 
 @arguments
 class Args:
@@ -26,17 +36,29 @@ class Args:
     mostrequested_weight: float = arg("Weight of the most-allocated part.", default=0.0)
     balancedresource_weight: float = arg("Weight of the balanced-allocation part.", default=1.0)
     nodeaffinity_weight: float = arg(
-        "Accepted for Volcano compatibility; kube-scheduler scores node affinity.", default=0.0
+        "Must be 0: kube-scheduler's NodeAffinity plugin scores node affinity.", default=0.0
     )
     podaffinity_weight: float = arg(
-        "Accepted for Volcano compatibility; kube-scheduler scores pod affinity.", default=0.0
+        "Must be 0: kube-scheduler's InterPodAffinity plugin scores pod affinity.", default=0.0
     )
     tainttoleration_weight: float = arg(
-        "Accepted for Volcano compatibility; kube-scheduler scores taints.", default=0.0
+        "Must be 0: kube-scheduler's TaintToleration plugin scores taints.", default=0.0
     )
     imagelocality_weight: float = arg(
-        "Accepted for Volcano compatibility; kube-scheduler scores image locality.", default=0.0
+        "Must be 0: kube-scheduler's ImageLocality plugin scores image locality.", default=0.0
     )
+
+    def __post_init__(self) -> None:
+        # Volcano scores these itself; here kube-scheduler does, before it calls us, with
+        # the weights of its own profile. A weight set here would silently do nothing.
+        for key, plugin in KUBE_SCHEDULER_SCORES.items():
+            value = getattr(self, key.replace(".", "_"))
+            if value:
+                raise ValueError(
+                    f"{key} {value:g}: kube-scheduler scores this itself (its {plugin} "
+                    f"plugin); set that plugin's weight in the kube-scheduler profile "
+                    f"(KubeSchedulerConfiguration plugins.score) and remove {key} here"
+                )
 
 
 class NodeOrder:
