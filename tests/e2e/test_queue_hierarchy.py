@@ -117,3 +117,35 @@ def test_deserved_shares_follow_the_queue_tree(
         wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
         for name in (a, b, team, x):
             custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)
+
+
+def test_reclaim_follows_the_queue_tree(
+    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    """x (8 GPUs deserved) and b (under team, 2 deserved of team's 8 by weight 1:3 against
+    a) run 8 GPUs each; a's 3 x 2-GPU gang reclaims 3 pods of b, none of x."""
+    suffix = uuid.uuid4().hex[:6]
+    x, team, a, b = (f"{n}{suffix}" for n in ("x", "team", "a", "b"))
+    queue(api, x, reclaimable=True)
+    queue(api, team)
+    queue(api, a, weight=3, parent=team)
+    queue(api, b, weight=1, parent=team, reclaimable=True)
+    custom = client.CustomObjectsApi(api)
+    try:
+        xs = gang(core, api, namespace, "xs", 4, gpus=2, min_member=1, queue_name=x)
+        bs = gang(core, api, namespace, "bs", 4, gpus=2, min_member=1, queue_name=b)
+        wait_for("x and b hold all 16 GPUs", lambda: bound_of(core, namespace, xs + bs) == 8,
+                 timeout=90)  # fmt: skip
+        mine = gang(core, api, namespace, "as", 3, gpus=2, queue_name=a)
+        wait_for("a's gang bound", lambda: bound_of(core, namespace, mine) == 3, timeout=120)
+        left = {p.metadata.name for p in core.list_namespaced_pod(namespace).items}
+        assert set(xs) <= left, left  # x is at its deserved share: untouched
+        assert len(set(bs) & left) == 1, left  # b keeps its deserved 2 GPUs
+    finally:
+        custom.delete_collection_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
+        )
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
+        for name in (a, b, team, x):
+            custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)

@@ -394,3 +394,20 @@ def test_deserved_shares_follow_the_queue_tree() -> None:
     gpu = ssn.state.column["nvidia.com/gpu"]
     got = {q: ssn.queues[q].deserved[gpu] for q in ("x", "team", "a", "b")}
     assert got == pytest.approx({"x": 8, "team": 0, "a": 6, "b": 2}), got
+
+
+def test_reclaim_follows_the_queue_tree() -> None:
+    """x runs 8 GPUs (its deserved 8); b, under team with a, runs 8 though team's 8 split
+    3:1 leave it 2. a's 6-GPU gang reclaims from b only, never from x."""
+    w = World(nodes=2, gpus=8)
+    w.queue("x", reclaimable=True)
+    w.queue("team")
+    w.queue("a", weight=3, parent="team")
+    w.queue("b", weight=1, parent="team", reclaimable=True)
+    w.gang("xs", 4, gpus=2, min_member=1, queue="x", phase="Running", bound=["n0"] * 4)
+    w.gang("bs", 4, gpus=2, min_member=1, queue="b", phase="Running", bound=["n1"] * 4)
+    w.gang("as", 3, gpus=2, queue="a")
+    d = w.cycle()
+    victims = sorted(e.task.pod.name for e in d.evictions)
+    assert victims and all(v.startswith("bs-") for v in victims), victims
+    assert len(victims) == 3  # b keeps its deserved 2 GPUs
