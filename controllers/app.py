@@ -1,5 +1,5 @@
-"""The controllers process: informers, leader election, and the Job, PodGroup, Queue
-and Command controllers.
+"""The controllers process: informers, leader election, and the Job, CronJob, PodGroup,
+Queue and Command controllers.
 
 Every replica lists and watches all the time (a standby has warm caches and
 takes over within one lease duration). Only the leader runs workers; it first
@@ -23,10 +23,11 @@ from kubernetes.client.exceptions import ApiException
 
 from controllers import pods as P
 from controllers.command import CommandController
+from controllers.cronjob import CronJobController, fast_clock, real_clock
 from controllers.events import Recorder
 from controllers.http import HealthServer
 from controllers.job import JobController
-from controllers.kube import COMMANDS, JOBS, PODGROUPS, QUEUES, Kube
+from controllers.kube import COMMANDS, CRONJOBS, JOBS, PODGROUPS, QUEUES, Kube
 from controllers.podgroup import PodGroupController
 from controllers.queue import QueueController
 from controllers.release import AdoptionWatch, release_pods
@@ -59,6 +60,8 @@ class Options:
     webhook_configuration: str = ""
     """MutatingWebhookConfiguration whose pod webhooks say which namespaces are adopted;
     a namespace leaving them has its gated pods released. "" turns that off."""
+    cronjob_clock_speed: float = 1.0
+    """How fast the CronJob controller's clock runs (tests only; 1 is real time)."""
 
 
 def _group_index(pod: Obj) -> list[str]:
@@ -78,6 +81,7 @@ def build(kube: Kube, opts: Options, identity: str) -> tuple[Context, list[Contr
         queues=Store("queues"),
         commands=Store("commands"),
         scheduler_name=opts.scheduler_name,
+        cronjobs=Store("cronjobs"),
     )
     ctx.pods.add_index("group", _group_index)
     queues = QueueController(ctx)
@@ -86,6 +90,10 @@ def build(kube: Kube, opts: Options, identity: str) -> tuple[Context, list[Contr
         PodGroupController(ctx),
         queues,
         jobs,
+        CronJobController(
+            ctx,
+            real_clock if opts.cronjob_clock_speed == 1.0 else fast_clock(opts.cronjob_clock_speed),
+        ),
         CommandController(ctx, jobs, queues),
     ]
     return ctx, controllers
@@ -97,6 +105,7 @@ def start_informers(ctx: Context, kube: Kube, loop: asyncio.AbstractEventLoop) -
     ctx.queues.start(kube.list_fn(QUEUES), loop)
     ctx.podgroups.start(kube.list_fn(PODGROUPS), loop)
     ctx.jobs.start(kube.list_fn(JOBS), loop)
+    ctx.cronjobs.start(kube.list_fn(CRONJOBS), loop)
     ctx.commands.start(kube.list_fn(COMMANDS), loop)
 
 

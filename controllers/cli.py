@@ -1,4 +1,4 @@
-"""``pyextender controllers``: run the Job, PodGroup, Queue and Command controllers."""
+"""``pyextender controllers``: run the Job, CronJob, PodGroup, Queue and Command controllers."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from pyextender.api.process import add_log_level, run_server, setup_logging
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "controllers",
-        help="run the Volcano Job/PodGroup/Queue/Command controllers",
+        help="run the Volcano Job/CronJob/PodGroup/Queue/Command controllers",
         description=(
-            "Own Volcano's batch.volcano.sh Jobs, bus.volcano.sh Commands and the status of "
-            "scheduling.volcano.sh PodGroups and Queues. With --leader-elect only the holder "
-            "of a coordination.k8s.io Lease acts. /healthz, /readyz (200 once every cache "
-            "is synced) and /metrics on --metrics-port."
+            "Own Volcano's batch.volcano.sh Jobs and CronJobs, bus.volcano.sh Commands and "
+            "the status of scheduling.volcano.sh PodGroups and Queues. With --leader-elect "
+            "only the holder of a coordination.k8s.io Lease acts. /healthz, /readyz (200 "
+            "once every cache is synced) and /metrics on --metrics-port."
         ),
     )
     p.add_argument(
@@ -82,6 +82,8 @@ def register(sub: Any) -> None:
         "webhooks' namespaceSelector (adoption label removed) has its gated pods released "
         "(default: off)",
     )
+    # tests only: the CronJob controller's clock runs this many times as fast
+    p.add_argument("--cronjob-clock-speed", type=float, default=1.0, help=argparse.SUPPRESS)
     add_log_level(p)
     p.set_defaults(func=run)
 
@@ -108,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.renew_deadline < args.lease_duration:
         print("pyextender controllers: need 0 < --renew-deadline < --lease-duration", flush=True)
         return 2
+    if args.cronjob_clock_speed <= 0:
+        print("pyextender controllers: --cronjob-clock-speed must be > 0", flush=True)
+        return 2
     identity = args.identity or f"{socket.gethostname()}_{os.getpid()}"
     opts = Options(
         kubeconfig=args.kubeconfig,
@@ -128,5 +133,6 @@ def run(args: argparse.Namespace) -> int:
         default_queue_weight=args.default_queue_weight,
         default_queue_reclaimable=args.default_queue_reclaimable,
         webhook_configuration=args.webhook_configuration,
+        cronjob_clock_speed=args.cronjob_clock_speed,
     )
     return run_server("pyextender controllers", run_app(opts))

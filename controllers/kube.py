@@ -39,6 +39,7 @@ class CustomKind:
 
 
 JOBS = CustomKind("batch.volcano.sh", "v1alpha1", "jobs", namespaced=True)
+CRONJOBS = CustomKind("batch.volcano.sh", "v1alpha1", "cronjobs", namespaced=True)
 PODGROUPS = CustomKind("scheduling.volcano.sh", "v1beta1", "podgroups", namespaced=True)
 QUEUES = CustomKind("scheduling.volcano.sh", "v1beta1", "queues", namespaced=False)
 COMMANDS = CustomKind("bus.volcano.sh", "v1alpha1", "commands", namespaced=True)

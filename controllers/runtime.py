@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -72,10 +72,19 @@ class Context:
     queues: Store
     commands: Store
     scheduler_name: str
+    cronjobs: Store = field(default_factory=lambda: Store("cronjobs"))
 
     @property
     def stores(self) -> list[Store]:
-        return [self.namespaces, self.pods, self.queues, self.podgroups, self.jobs, self.commands]
+        return [
+            self.namespaces,
+            self.pods,
+            self.queues,
+            self.podgroups,
+            self.jobs,
+            self.cronjobs,
+            self.commands,
+        ]
 
     @property
     def synced(self) -> bool:

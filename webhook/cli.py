@@ -28,7 +28,7 @@ endpoints (HTTPS):
                             scheduling gate {GANG_GATE}
   POST {MUTATE_PODS_SHADOW:<20} the same for {ENABLED_LABEL}=shadow, but only logged and
                             counted (pyextender_webhook_shadow_changes_total)
-  POST {VALIDATE:<20} Volcano PodGroup, Queue, Job, Command, HyperNode: field
+  POST {VALIDATE:<20} Volcano PodGroup, Queue, Job, CronJob, Command, HyperNode: field
                             errors by path, queue tree and Job/queue rules
   GET  /healthz /readyz /metrics
 

@@ -15,12 +15,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyextender.api.volcano import RESOURCES, Command, FieldError, HyperNode, Job, PodGroup, Queue
+from pyextender.api.volcano import (
+    RESOURCES,
+    Command,
+    CronJob,
+    FieldError,
+    HyperNode,
+    Job,
+    PodGroup,
+    Queue,
+)
 from pyextender.api.volcano.codec import Problem, Resource
 from webhook.findings import Findings, describe
 from webhook.queues import QueueLookupError, QueueSource
 from webhook.review import AdmissionRequest, Verdict, allow, deny
 from webhook.validate_command import check_command
+from webhook.validate_cronjob import check_cronjob
 from webhook.validate_hypernode import check_hypernode
 from webhook.validate_job import check_job
 from webhook.validate_podgroup import check_podgroup
@@ -62,6 +72,8 @@ def _rules(
         if op == "UPDATE" and old_raw is not None:
             return check_job(obj, op, queues, _spec(old_raw), _spec(raw))
         return check_job(obj, op, queues)
+    if isinstance(obj, CronJob):
+        return check_cronjob(obj, op, queues)
     if isinstance(obj, Command):
         return check_command(obj)
     if isinstance(obj, HyperNode):

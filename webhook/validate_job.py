@@ -185,6 +185,15 @@ def _without_generated_claim_names(spec: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def check_job_spec(job: Job) -> Findings:
+    """The rules of a new Job's spec that need no lookups (a CronJob's template gets them)."""
+    found = Findings()
+    _check_tasks(job, found)
+    _check_policies(job.spec.policies, "spec.policies", found)
+    _check_volumes(job, found, creating=True)
+    return found
+
+
 def check_job(
     job: Job,
     operation: str,

@@ -40,7 +40,7 @@ def test_validating_rules_cover_every_kind() -> None:
     assert hook["clientConfig"]["url"].endswith(VALIDATE)
     assert hook["failurePolicy"] == "Fail"
     by_resource = {r["resources"][0]: r for r in hook["rules"]}
-    assert set(by_resource) == {"podgroups", "queues", "jobs", "commands", "hypernodes"}
+    assert set(by_resource) == {"podgroups", "queues", "jobs", "cronjobs", "commands", "hypernodes"}
     assert by_resource["queues"]["operations"] == ["CREATE", "UPDATE", "DELETE"]
     assert by_resource["jobs"]["apiGroups"] == ["batch.volcano.sh"]
 

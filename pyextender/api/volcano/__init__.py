@@ -1,4 +1,4 @@
-"""Volcano's CRD types as typed models: PodGroup, Queue, Job, Command, HyperNode.
+"""Volcano's CRD types as typed models: PodGroup, Queue, Job, CronJob, Command, HyperNode.
 
 Each model decodes Volcano's own YAML (``Model.from_dict``), reports bad
 fields by path (``FieldError``), encodes back (``to_dict``) and is the source
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pyextender.api.volcano.codec import FieldError, Model, Resource, duration_seconds
 from pyextender.api.volcano.command import Command
+from pyextender.api.volcano.cronjob import CronJob
 from pyextender.api.volcano.hypernode import HyperNode, resolve_nodes
 from pyextender.api.volcano.job import Job
 from pyextender.api.volcano.meta import LabelSelector, ObjectMeta, OwnerReference
@@ -17,7 +18,7 @@ from pyextender.api.volcano.network_topology import NetworkTopologySpec
 from pyextender.api.volcano.podgroup import PodGroup, PodGroupCondition
 from pyextender.api.volcano.queue import Queue, default_queues
 
-RESOURCES: tuple[type[Resource], ...] = (PodGroup, Queue, Job, Command, HyperNode)
+RESOURCES: tuple[type[Resource], ...] = (PodGroup, Queue, Job, CronJob, Command, HyperNode)
 """Every kind we serve, in the order manifests list them."""
 
 _BY_KIND = {(r.KIND.api_version, r.KIND.kind): r for r in RESOURCES}
@@ -38,6 +39,7 @@ def load(data: object) -> Resource:
 __all__ = [
     "RESOURCES",
     "Command",
+    "CronJob",
     "FieldError",
     "HyperNode",
     "Job",
