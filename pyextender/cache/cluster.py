@@ -44,6 +44,10 @@ class ClusterCache:
         """PodGroups by "namespace/name"."""
         self.members: dict[str, set[str]] = {}
         """PodGroup key -> uids of its live (non-terminated) pods."""
+        self.succeeded: dict[str, set[str]] = {}
+        """PodGroup key -> uids of its pods that Succeeded and still exist. They hold
+        nothing, but count toward the gang (as Volcano's ready count does): a member
+        placed after others finished must not wait for minMember new ones."""
         self.queues: dict[str, QueueView] = {}
         self.hypernodes: dict[str, HyperNode] = {}
         self.topology_dirty = False
@@ -141,6 +145,10 @@ class ClusterCache:
         name = pod.group_name
         return f"{pod.namespace}/{name}" if name else ""
 
+    def succeeded_members(self, group_key: str) -> int:
+        """Members of the PodGroup that Succeeded (and still exist)."""
+        return len(self.succeeded.get(group_key, ()))
+
     def member_pods(self, group_key: str) -> list[PodInfo]:
         pods = self.pods_by_uid
         return [pods[u] for u in self.members.get(group_key, ()) if u in pods]
@@ -218,8 +226,21 @@ class ClusterCache:
                     del self.members[group]
         self.state.remove_pod(pod.uid)
 
+    def _note_succeeded(self, kind: str, pod: PodInfo) -> None:
+        group = self.group_of(pod)
+        if not group:
+            return
+        done = self.succeeded.get(group)
+        if kind != "DELETED" and pod.phase == "Succeeded":
+            self.succeeded.setdefault(group, set()).add(pod.uid)
+        elif done is not None:
+            done.discard(pod.uid)
+            if not done:
+                del self.succeeded[group]
+
     def _apply_pod(self, kind: str, pod: PodInfo) -> None:
         self.version += 1
+        self._note_succeeded(kind, pod)
         if kind == "DELETED" or pod.terminated:
             self._forget(pod)
             if kind != "DELETED":
@@ -247,6 +268,7 @@ class ClusterCache:
 
     def replace_pods(self, items: Iterable[Mapping[str, Any]]) -> None:
         seen: set[str] = set()
+        self.succeeded.clear()  # rebuilt from the list below
         for obj in items:
             try:
                 pod = pod_from_dict(obj)

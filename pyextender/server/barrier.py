@@ -77,7 +77,8 @@ class GangBarrier:
         self._releases: set[asyncio.Task[None]] = set()
 
     def _bound(self, key: str, exclude: set[str]) -> int:
-        return sum(
+        """Members already placed: bound and alive, or finished with success."""
+        return self.cache.succeeded_members(key) + sum(
             1
             for p in self.cache.member_pods(key)
             if p.node_name and p.uid not in exclude and not p.deleting

@@ -45,7 +45,9 @@ def quorum(cache: ClusterCache, pod: PodInfo, waiting: Iterable[str]) -> Quorum:
         # no gang to wait for (a pod of an unknown PodGroup is never gated to here:
         # the enqueue action lifts the gate only for admitted groups)
         return Quorum(key, 1, 0)
-    counted = {pod.uid, *waiting}
+    # members that Succeeded count too (a late elastic member must not wait for
+    # minMember new ones)
+    counted = {pod.uid, *waiting, *cache.succeeded.get(key, ())}
     held = cache.state.pods
     for uid in cache.members.get(key, ()):
         member = cache.pods_by_uid.get(uid)

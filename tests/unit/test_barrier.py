@@ -13,6 +13,7 @@ from pyextender.api.objects import PodInfo
 from pyextender.cache.cluster import ClusterCache
 from pyextender.server import barrier as barrier_mod
 from pyextender.server.barrier import GangBarrier, Outcome
+from pyextender.server.grpc_permit import quorum
 
 
 def _pod_doc(name: str, group: str = "g", deleting: bool = False) -> dict[str, Any]:
@@ -207,3 +208,54 @@ def test_timeouts_are_counted_by_the_bind_verb() -> None:
     assert reg.get_sample_value("pyextender_binds_total", {"result": "gang_timeout"}) == 1.0
     assert c.binder.bound == {}
     assert "uid-a" not in c.cache.state.pods, "the timed-out bind still holds the node"
+
+
+def test_members_that_succeeded_count_toward_the_gang() -> None:
+    """Two of a three-member gang (minMember 2) ran and Succeeded; the third, placed
+    only once they freed room, binds at once instead of waiting for two new members
+    (seen in the demo: the sweep Job's last trial waited forever)."""
+
+    async def main() -> tuple[Outcome, Binds]:
+        cache = _cache(3, 2)
+        for name in ("p0", "p1"):
+            doc = _pod_doc(name)
+            doc["spec"]["nodeName"] = "n0"
+            doc["status"]["phase"] = "Succeeded"
+            cache.pod_event("MODIFIED", doc)
+        assert cache.succeeded_members("t/g") == 2
+        assert [p.name for p in cache.member_pods("t/g")] == ["p2"]
+        b = GangBarrier(cache, timeout=0.5)
+        binds = Binds()
+        (late,) = cache.member_pods("t/g")
+        return await b.wait(late, binds.bind(late), binds.settle(late)), binds
+
+    out, binds = asyncio.run(main())
+    assert out == ("bound", "")
+    assert binds.attempts == ["p2"]
+
+
+def test_succeeded_members_are_forgotten_when_deleted_and_rebuilt_on_relist() -> None:
+    cache = _cache(2, 2)
+    doc = _pod_doc("p0")
+    doc["status"]["phase"] = "Succeeded"
+    cache.pod_event("MODIFIED", doc)
+    assert cache.succeeded_members("t/g") == 1
+    cache.pod_event("DELETED", doc)
+    assert cache.succeeded_members("t/g") == 0
+    failed = _pod_doc("p1")
+    failed["status"]["phase"] = "Failed"
+    cache.replace_pods([doc, failed])
+    assert cache.succeeded_members("t/g") == 1  # Failed does not count
+    cache.replace_pods([failed])
+    assert cache.succeeded_members("t/g") == 0
+
+
+def test_framework_permit_quorum_counts_succeeded_members() -> None:
+    cache = _cache(3, 2)
+    doc = _pod_doc("p0")
+    doc["spec"]["nodeName"] = "n0"
+    doc["status"]["phase"] = "Succeeded"
+    cache.pod_event("MODIFIED", doc)
+    p2 = next(p for p in cache.member_pods("t/g") if p.name == "p2")
+    q = quorum(cache, p2, waiting=[])
+    assert (q.ready, q.min_member) == (2, 2), q
