@@ -50,9 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         "--crds",
         choices=sorted(CRD_SETS),
         default="ours",
-        help="CRDs to install: ours (manifests/crds) or volcano, Volcano's as it ships them "
-        "(devcluster/volcano_crds; e.g. PodGroup without a status subresource) "
-        "(default %(default)s)",
+        help="CRDs to install: ours (manifests/crds); volcano, stand-ins generated with "
+        "Volcano's differences (devcluster/volcano_crds; e.g. PodGroup without a status "
+        "subresource); volcano-release, the CRD files of Volcano v1.10.0 itself, fetched "
+        "with `go mod download` (default %(default)s)",
     )
     sub.add_parser("down", help="stop every process of the cluster")
     sub.add_parser("status", help="print the cluster's state as JSON")

@@ -21,11 +21,12 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devcluster import build, config, kwok_stages, pki
+from devcluster import build, config, kwok_stages, pki, upstream_crds
 from devcluster.nodes import NodeShape, node_manifest, supernode_of
 from pyextender.api.client import body_of
 
@@ -35,9 +36,22 @@ MODES = ("extender", "framework")
 HTTP extender entry, or the shim-built binary whose plugin calls gRPC."""
 MAX_SOCKET_PATH = 100  # bytes; sun_path holds 108 on Linux
 CRD_DIR = Path(__file__).resolve().parent.parent / "manifests" / "crds"
-CRD_SETS = {"ours": CRD_DIR, "volcano": Path(__file__).resolve().parent / "volcano_crds"}
-"""CRDs ``up`` can install: ours (manifests/crds), or Volcano's as it ships them
-(devcluster/volcano_crds: no PodGroup status subresource, ...)."""
+VOLCANO_CRD_DIR = Path(__file__).resolve().parent / "volcano_crds"
+
+
+def _folder(folder: Path) -> Callable[[], list[Path]]:
+    return lambda: sorted(folder.glob("*.yaml"))
+
+
+CRD_SETS: dict[str, Callable[[], list[Path]]] = {
+    "ours": _folder(CRD_DIR),
+    "volcano": _folder(VOLCANO_CRD_DIR),
+    "volcano-release": lambda: upstream_crds.crd_files(CRD_DIR),
+}
+"""CRDs ``up`` can install: ours (manifests/crds); ``volcano``, generated stand-ins
+for Volcano's (devcluster/volcano_crds: no PodGroup status subresource, ...); or
+``volcano-release``, the files of a Volcano release itself, from the Go module
+proxy (devcluster/upstream_crds.py)."""
 
 
 def default_root() -> Path:
@@ -200,7 +214,7 @@ class Cluster:
         try:
             self._start_etcd(st, bins["etcd"])
             self._start_apiserver(st, bins["kube-apiserver"], pki_dir, timeout)
-            self._install_crds(st, timeout, CRD_SETS[crds])
+            self._install_crds(st, timeout, CRD_SETS[crds]())
             self._create_nodes(st, nodes, shape, supernodes)
             self._spawn(
                 st,
@@ -311,12 +325,14 @@ class Cluster:
         k8s_config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
         return k8s.ApiClient(cfg)
 
-    def _install_crds(self, st: ClusterState, timeout: float, folder: Path = CRD_DIR) -> None:
-        """Apply folder/*.yaml and wait until every CRD is Established."""
+    def _install_crds(
+        self, st: ClusterState, timeout: float, files: list[Path] | None = None
+    ) -> None:
+        """Create each CRD file (default: ours) and wait until every CRD is Established."""
         import yaml
         from kubernetes import client as k8s
 
-        files = sorted(folder.glob("*.yaml"))
+        files = sorted(CRD_DIR.glob("*.yaml")) if files is None else files
         ext = k8s.ApiextensionsV1Api(self._client(st))
         names = []
         for f in files:

@@ -1,5 +1,6 @@
-"""Every process on a cluster that has Volcano's CRDs (devcluster ``up --crds volcano``),
-and the migration from a running Volcano.
+"""Every process on a cluster that has Volcano's CRDs, and the migration from a running
+Volcano: once with the CRD files of a Volcano release (``up --crds volcano-release``,
+devcluster/upstream_crds.py), once with our generated stand-ins (``--crds volcano``).
 
 Volcano's PodGroup CRD has no status subresource: the sidecar's and the controllers'
 PodGroup status writes must go to the object itself. Its Queue CRD requires
@@ -39,11 +40,15 @@ PG = ("scheduling.volcano.sh", "v1beta1")
 JOB = ("batch.volcano.sh", "v1alpha1")
 
 
-@pytest.fixture(scope="module")
-def vcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """Two 8-GPU kwok nodes, Volcano's CRDs, none of our processes yet."""
+@pytest.fixture(scope="module", params=["volcano-release", "volcano"])
+def vcluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    """Two 8-GPU kwok nodes, Volcano's CRDs, none of our processes yet: the files of a
+    Volcano release (from the Go module proxy), then our generated stand-ins."""
+    crds: str = request.param
     c = Cluster(f"e2e-vc-{os.getpid()}", root=tmp_path_factory.mktemp("devcluster-vc"))
-    c.up(nodes=2, shape=NodeShape(cpu="32", memory="256Gi", gpus=8), crds="volcano")
+    c.up(nodes=2, shape=NodeShape(cpu="32", memory="256Gi", gpus=8), crds=crds)
     try:
         yield c
     finally:
