@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from kubernetes import client, config
 
 from devcluster.cluster import MODES, Cluster, ClusterState
+from devcluster.controllers import controllers_url, enable_controllers
 from devcluster.nodes import NodeShape
 
 GPU_NODES = 2
@@ -144,6 +146,34 @@ def _fresh_namespace(core: client.CoreV1Api, api: client.ApiClient) -> Iterator[
 def namespace(core: client.CoreV1Api, api: client.ApiClient) -> Iterator[str]:
     with _fresh_namespace(core, api) as name:
         yield name
+
+
+VOLCANO_JOBS = ("batch.volcano.sh", "v1alpha1", "jobs")
+
+
+@pytest.fixture(scope="module")
+def controllers(cluster: Cluster) -> str:
+    """The controllers running on the module's cluster; their URL."""
+    enable_controllers(cluster)
+    return controllers_url(cluster)
+
+
+@pytest.fixture(scope="module")
+def co(api: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)
+
+
+@pytest.fixture
+def ns(namespace: str, co: client.CustomObjectsApi, controllers: str) -> Iterator[str]:
+    """A test namespace with the controllers running; its Volcano Jobs go first at the
+    end, so no controller recreates their pods."""
+    yield namespace
+    group, version, plural = VOLCANO_JOBS
+    for job in co.list_namespaced_custom_object(group, version, namespace, plural)["items"]:
+        co.delete_namespaced_custom_object(
+            group, version, namespace, plural, job["metadata"]["name"]
+        )
+    time.sleep(0.5)
 
 
 def create(core: client.CoreV1Api, manifest: dict[str, Any]) -> None:

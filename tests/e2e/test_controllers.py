@@ -21,7 +21,6 @@ from kubernetes import client
 from devcluster.cluster import Cluster
 from devcluster.controllers import (
     ROLE,
-    controllers_url,
     enable_controllers,
     is_leader,
     start_controllers,
@@ -38,26 +37,6 @@ PGS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
 COMMANDS = ("bus.volcano.sh", "v1alpha1", "commands")
 MERGE = "application/merge-patch+json"
-
-
-@pytest.fixture(scope="module")
-def controllers(cluster: Cluster) -> str:
-    enable_controllers(cluster)
-    return controllers_url(cluster)
-
-
-@pytest.fixture(scope="module")
-def co(api: client.ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(api)
-
-
-@pytest.fixture
-def ns(namespace: str, co: client.CustomObjectsApi, controllers: str) -> Iterator[str]:
-    """A test namespace; its Jobs go first, so no controller recreates their pods."""
-    yield namespace
-    for job in co.list_namespaced_custom_object(*JOBS[:2], namespace, JOBS[2])["items"]:
-        co.delete_namespaced_custom_object(*JOBS[:2], namespace, JOBS[2], job["metadata"]["name"])
-    time.sleep(0.5)
 
 
 @pytest.fixture

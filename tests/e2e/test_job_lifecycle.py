@@ -13,20 +13,16 @@ scheduler: the sidecar admits gangs, kube-scheduler binds through the extender.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from devcluster.cluster import Cluster
-from devcluster.controllers import controllers_url, enable_controllers
 from devcluster.kwok_stages import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION
 from pyextender.api import names
 from tests.e2e.kube import bound_of, gang, priority_class, queue, wait_for
 from tests.e2e.test_controllers import (
     COMMANDS,
-    JOBS,
     create_job,
     events,
     get_job,
@@ -37,26 +33,6 @@ from tests.e2e.test_controllers import (
 )
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def controllers(cluster: Cluster) -> str:
-    enable_controllers(cluster)
-    return controllers_url(cluster)
-
-
-@pytest.fixture(scope="module")
-def co(api: client.ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(api)
-
-
-@pytest.fixture
-def ns(namespace: str, co: client.CustomObjectsApi, controllers: str) -> Iterator[str]:
-    """A test namespace; its Jobs go first, so no controller recreates their pods."""
-    yield namespace
-    for job in co.list_namespaced_custom_object(*JOBS[:2], namespace, JOBS[2])["items"]:
-        co.delete_namespaced_custom_object(*JOBS[:2], namespace, JOBS[2], job["metadata"]["name"])
-    time.sleep(0.5)
 
 
 def ungating(core: client.CoreV1Api, ns: str, check: Any) -> Any:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +21,6 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from kubernetes import client
 
 from devcluster.cluster import Cluster
-from devcluster.controllers import controllers_url, enable_controllers
 from devcluster.webhook import disable_webhook, enable_webhook
 from pyextender.api import names
 from tests.e2e.kube import wait_for
@@ -31,25 +29,6 @@ pytestmark = pytest.mark.e2e
 
 JOBS = ("batch.volcano.sh", "v1alpha1", "jobs")
 MERGE = "application/merge-patch+json"
-
-
-@pytest.fixture(scope="module")
-def controllers(cluster: Cluster) -> str:
-    enable_controllers(cluster)
-    return controllers_url(cluster)
-
-
-@pytest.fixture(scope="module")
-def co(api: client.ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(api)
-
-
-@pytest.fixture
-def ns(namespace: str, co: client.CustomObjectsApi, controllers: str) -> Iterator[str]:
-    yield namespace
-    for job in co.list_namespaced_custom_object(*JOBS[:2], namespace, JOBS[2])["items"]:
-        co.delete_namespaced_custom_object(*JOBS[:2], namespace, JOBS[2], job["metadata"]["name"])
-    time.sleep(0.5)
 
 
 def job_body(name: str, plugins: dict[str, list[str]], tasks: dict[str, int]) -> dict[str, Any]:
