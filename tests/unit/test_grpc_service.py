@@ -266,10 +266,27 @@ def test_bad_messages_are_invalid_argument_naming_the_field(
 
 
 def test_an_expired_deadline_is_deadline_exceeded(sc: Sidecar) -> None:
-    sc.add(_pod("p", 1))
+    # The pod is newer than the cache, so the sidecar must read it from the API server,
+    # and that read takes longer than the caller allows: the server gives up at the
+    # deadline (counted as DEADLINE_EXCEEDED) instead of answering late. (A zero timeout
+    # raced: the server could answer before the client's own timer fired.)
+    sc.binder.pods["ns/p"] = _pod("p", 1)
+    read = sc.binder.read_pod
+
+    def slow_read(namespace: str, name: str) -> dict[str, Any] | None:
+        threading.Event().wait(2.0)
+        return read(namespace, name)
+
+    sc.binder.read_pod = slow_read  # type: ignore[method-assign]
     with pytest.raises(grpc.RpcError) as err:
-        sc.stub.Filter(pb.FilterRequest(pod=_ref("p"), node_names=["n8"]), timeout=0)
+        sc.stub.Filter(pb.FilterRequest(pod=_ref("p"), node_names=["n8"]), timeout=0.3)
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
+    counted = sc.ext.metrics.requests.labels("grpc_filter", "DEADLINE_EXCEEDED")
+    for _ in range(50):
+        if counted._value.get() == 1:
+            break
+        threading.Event().wait(0.1)
+    assert counted._value.get() == 1
 
 
 def test_health_follows_readiness_and_reflection_lists_the_service(sc: Sidecar) -> None:
