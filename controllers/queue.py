@@ -4,6 +4,12 @@ Creates ``root`` and ``default`` when they are missing (at leadership start),
 and keeps each Queue's status current: state (Open/Closing/Closed, changed by
 OpenQueue/CloseQueue Commands), PodGroups per phase and ``allocated``, the sum
 of requests of its PodGroups' bound, non-terminated pods (queue_status).
+
+The queue tree (``spec.parent``) follows Volcano's queue controller
+(pkg/controllers/queue/queue_controller_action.go): closing a queue closes its
+open children, marking them ``volcano.sh/closed-by-parent: "true"``, down the
+whole subtree; opening it reopens only those marked children; a queue cannot be
+opened while its parent is Closed/Closing, and root cannot be closed.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from pyextender.api.volcano.queue import DEFAULT_QUEUE
 log = logging.getLogger(__name__)
 
 _STATE_REASONS = {"Open": "QueueOpened", "Closing": "QueueClosing", "Closed": "QueueClosed"}
+"""Event reasons of state changes a plain sync makes (Closing -> Closed); a change made
+by an OpenQueue/CloseQueue request has the action as its reason, as Volcano records."""
 
 
 class QueueController(Controller):
@@ -28,9 +36,13 @@ class QueueController(Controller):
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.actions: dict[str, str] = {}
-        """Queue name -> OpenQueue/CloseQueue from a Command, applied at the next reconcile."""
+        self.actions: dict[str, tuple[str, str]] = {}
+        """Queue name -> (OpenQueue/CloseQueue, why) from a Command or the queue tree,
+        applied at the next reconcile."""
+        self.refused: dict[str, int] = {}
+        """Queue name -> how often its pending OpenQueue was refused (parent shut)."""
         ctx.podgroups.add_index("queue", lambda pg: [queue_status.queue_of(pg)])
+        ctx.queues.add_index("parent", lambda q: [queue_status.parent_of(q)])
         ctx.queues.add_handler(self._on_queue)
         ctx.podgroups.add_handler(self._on_podgroup)
         ctx.pods.add_handler(self._on_pod)
@@ -38,6 +50,11 @@ class QueueController(Controller):
     def _on_queue(self, key: str, old: Obj | None, new: Obj | None) -> None:
         if new is not None:
             self.queue.add(key)
+        if queue_status.state_of(old) != queue_status.state_of(new):
+            # children follow their parent's state (a child created under a closed
+            # parent, or a status written by someone else)
+            for child in self.ctx.queues.by_index("parent", key):
+                self.queue.add(str(meta(child).get("name")))
 
     def _on_podgroup(self, key: str, old: Obj | None, new: Obj | None) -> None:
         for obj in (old, new):
@@ -56,8 +73,10 @@ class QueueController(Controller):
         if pg is not None:
             self.queue.add(queue_status.queue_of(pg))
 
-    def command(self, queue: str, action: str) -> None:
-        self.actions[queue] = action
+    def command(self, queue: str, action: str, why: str = "command") -> None:
+        """Run OpenQueue/CloseQueue on ``queue`` at its next reconcile; the last one wins."""
+        self.actions[queue] = (action, why)
+        self.refused.pop(queue, None)
         self.queue.add(queue)
 
     def resync(self) -> None:
@@ -87,7 +106,25 @@ class QueueController(Controller):
         q = ctx.queues.get(key)
         if q is None:
             self.actions.pop(key, None)
+            self.refused.pop(key, None)
             return
+        pending = self.actions.pop(key, None)
+        action, why = pending if pending is not None else (None, "")
+        parent_name = queue_status.parent_of(q)
+        parent = ctx.queues.get(parent_name) if parent_name else None
+        children = ctx.queues.by_index("parent", key)
+        steps = queue_status.tree_steps(q, parent, children, action)
+        if steps.refuse:
+            assert action is not None
+            self._refuse(q, key, action, why, steps.refuse)
+            action = None  # the status sync still runs
+        else:
+            self.refused.pop(key, None)
+        for child in children:
+            name = str(meta(child).get("name"))
+            if name in steps.close_children:
+                await self._mark(child, "true")
+                self.command(name, "CloseQueue", f"parent queue {key} closed")
         pgs = ctx.podgroups.by_index("queue", key)
         members = [
             pod
@@ -96,24 +133,61 @@ class QueueController(Controller):
                 "group", f"{meta(pg).get('namespace')}/{meta(pg).get('name')}"
             )
         ]
-        action = self.actions.pop(key, None)
         patch = queue_status.status_patch(q, pgs, members, action)
-        if not patch:
-            return
-        try:
-            updated = await call(ctx.kube.patch, QUEUES, "", key, {"status": patch}, True)
-        except BaseException:
-            if action is not None:
-                self.actions.setdefault(key, action)
-            raise
-        ctx.queues.remember(updated)
-        self.wrote("queue-status")
-        if "state" in patch:
-            why = f"command {action}" if action else "status sync"
-            if patch["state"] == "Closing":
-                why += f": {len(pgs)} PodGroups still use the queue"
-            ctx.recorder.event(
-                updated or q,
-                _STATE_REASONS.get(patch["state"], "QueueState"),
-                f"queue is {patch['state']} ({why})",
+        if patch:
+            try:
+                updated = await call(ctx.kube.patch, QUEUES, "", key, {"status": patch}, True)
+            except BaseException:
+                if action is not None:
+                    self.actions.setdefault(key, (action, why))
+                raise
+            ctx.queues.remember(updated)
+            self.wrote("queue-status")
+            if "state" in patch:
+                self._state_event(updated or q, patch["state"], action, why, len(pgs))
+        if steps.mark is not None:
+            await self._mark(ctx.queues.get(key) or q, steps.mark)
+        # after our own state is written: a reopened child checks that its parent is Open
+        for name in steps.open_children:
+            self.command(name, "OpenQueue", f"parent queue {key} opened")
+        if steps.follow is not None:
+            verb = "closed" if steps.follow == "CloseQueue" else "opened"
+            self.command(key, steps.follow, f"parent queue {parent_name} {verb}")
+
+    def _refuse(self, q: Obj, key: str, action: str, why: str, reason: str) -> None:
+        """Record why ``action`` cannot run; an OpenQueue is tried again with backoff (the
+        parent may be opening right now), up to OPEN_RETRIES times."""
+        n = self.refused.get(key, 0) + 1
+        retry = action == "OpenQueue" and n < queue_status.OPEN_RETRIES
+        if n == 1 or not retry:
+            what = "retrying" if retry else "dropped"
+            self.ctx.recorder.event(
+                q, action, f"{action} ({why}) refused: {reason} ({what})", warning=True
             )
+        if retry:
+            self.refused[key] = n
+            self.actions.setdefault(key, (action, why))
+            self.queue.add_after(key, min(0.1 * 2**n, 10.0))  # seconds
+        else:
+            self.refused.pop(key, None)
+
+    async def _mark(self, q: Obj, value: str) -> None:
+        """Set the queue's closed-by-parent annotation (a metadata patch, not status)."""
+        name = str(meta(q).get("name"))
+        annotations = meta(q).get("annotations") or {}
+        if annotations.get(queue_status.CLOSED_BY_PARENT) == value:
+            return
+        patch = {"metadata": {"annotations": {queue_status.CLOSED_BY_PARENT: value}}}
+        updated = await call(self.ctx.kube.patch, QUEUES, "", name, patch)
+        self.ctx.queues.remember(updated)
+        self.wrote("queue-annotation")
+
+    def _state_event(self, q: Obj, state: str, action: str | None, why: str, pgs: int) -> None:
+        if action is not None:
+            message = f"queue is {state}: {action} ({why})"
+            if state == "Closing":
+                message += f": {pgs} PodGroups still use the queue"
+            self.ctx.recorder.event(q, action, message)
+            return
+        message = f"queue is {state} (status sync)"
+        self.ctx.recorder.event(q, _STATE_REASONS.get(state, "QueueState"), message)

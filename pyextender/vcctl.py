@@ -169,6 +169,8 @@ class Vcctl:
             )  # fmt: skip
             return f"update queue {name} weight to {weight} successfully"
         verb = {"open": "OpenQueue", "close": "CloseQueue"}[action]
+        # the Command's target is an owner reference: the CRD requires the queue's uid
+        queue = self.custom.get_cluster_custom_object(*SCHED, "queues", name)
         body = {
             "apiVersion": "bus.volcano.sh/v1alpha1",
             "kind": "Command",
@@ -178,6 +180,7 @@ class Vcctl:
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
                 "kind": "Queue",
                 "name": name,
+                "uid": queue["metadata"]["uid"],
             },
             "reason": "vcctl",
         }
