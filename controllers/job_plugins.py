@@ -94,8 +94,9 @@ def host(job: Job, task: TaskSpec, index: int) -> str:
 
 
 def task_hosts(job: Job, task: TaskSpec) -> list[str]:
-    """One host per replica; a template with a fixed hostname names one host."""
-    if (task.template.get("spec") or {}).get("hostname"):
+    """One host per replica; a template with a fixed hostname names one host (none
+    while the task has no replicas)."""
+    if task.replicas > 0 and (task.template.get("spec") or {}).get("hostname"):
         return [host(job, task, 0)]
     return [host(job, task, i) for i in range(task.replicas)]
 

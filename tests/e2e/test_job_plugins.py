@@ -245,8 +245,17 @@ def test_tensorflow_and_env_plugins(
 def test_svc_host_files_follow_a_rescaled_job(
     co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
 ) -> None:
+    """Volcano: pkg/controllers/job/plugins/svc/svc.go (OnJobUpdate rewrites the host
+    ConfigMap from the job's replicas on every sync; flags
+    ``--publish-not-ready-addresses`` and ``--disable-network-policy``).
+
+    The worker task is scaled up, down, to zero and back: every pod's
+    /etc/volcano/w.host, VC_W_HOSTS and VC_W_NUM follow, the master's included while
+    no worker exists."""
     body = job_body(
-        "el", {"svc": ["--publish-not-ready-addresses", "--disable-network-policy"]}, {"w": 2}
+        "el",
+        {"svc": ["--publish-not-ready-addresses", "--disable-network-policy"]},
+        {"m": 1, "w": 2},
     )
     run_job(co, core, ns, body)
     svc = core.read_namespaced_service("el", ns)
@@ -254,25 +263,57 @@ def test_svc_host_files_follow_a_rescaled_job(
     with pytest.raises(client.ApiException) as info:
         client.NetworkingV1Api(core.api_client).read_namespaced_network_policy("el", ns)
     assert info.value.status == 404
-    for replicas in (3, 1):
+    master, worker = body["spec"]["tasks"]
+    for replicas in (3, 1, 0, 2):
         co.patch_namespaced_custom_object(
             *JOBS[:2],
             ns,
             JOBS[2],
             "el",
-            {"spec": {"tasks": [{**body["spec"]["tasks"][0], "replicas": replicas}]}},
+            {"spec": {"tasks": [master, {**worker, "replicas": replicas}]}},
         )
-        pods = running_pods(core, ns, "el", replicas)
-        want = [fqdn(p) for p in pods]
-        wait_for(
-            f"host file with {replicas} hosts",
-            lambda w=want, p=pods[0]: (
-                files(core, p, "/etc/volcano").get("w.host", "").split("\n") == w
-            ),
-        )
+        pods = running_pods(core, ns, "el", 1 + replicas)
+        want = [fqdn(p) for p in pods if task_of(p) == "w"]
         for p in pods:
-            assert env(core, p)["VC_W_NUM"] == str(replicas)
-            assert env(core, p)["VC_W_HOSTS"] == ",".join(want)
+            wait_for(
+                f"{p.metadata.name}: host file with {replicas} workers",
+                lambda w=want, p=p: (
+                    files(core, p, "/etc/volcano").get("w.host", "x").split("\n") == (w or [""])
+                ),
+            )
+            variables = env(core, p)
+            assert variables["VC_W_NUM"] == str(replicas)
+            assert variables["VC_W_HOSTS"] == ",".join(want)
+            assert variables["VC_M_NUM"] == "1"
+
+
+def test_ssh_key_file_path_and_default_network_policy(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    """Volcano: pkg/controllers/job/plugins/ssh/ssh.go (``--ssh-key-file-path``: where
+    the key Secret is mounted, in init containers too) and
+    pkg/controllers/job/plugins/svc/svc.go (a NetworkPolicy admitting only the job's
+    pods unless ``--disable-network-policy``; publishNotReadyAddresses off by
+    default)."""
+    body = job_body("sk", {"ssh": ["--ssh-key-file-path=/home/u/.ssh"], "svc": []}, {"w": 2})
+    pods = run_job(co, core, ns, body)
+    for p in pods:
+        for c in [*p.spec.containers, *p.spec.init_containers]:
+            mounts = {m.mount_path: m for m in c.volume_mounts or []}
+            assert "/root/.ssh" not in mounts
+            assert mounts["/home/u/.ssh"].name == "sk-ssh"
+        assert set(files(core, p, "/home/u/.ssh")) == {
+            "id_rsa",
+            "id_rsa.pub",
+            "authorized_keys",
+            "config",
+        }
+    assert core.read_namespaced_service("sk", ns).spec.publish_not_ready_addresses in (None, False)
+    policy = client.NetworkingV1Api(core.api_client).read_namespaced_network_policy("sk", ns)
+    assert policy.spec.ingress[0]._from[0].pod_selector.match_labels == {
+        names.VOLCANO_JOB_NAME: "sk",
+        names.VOLCANO_JOB_NAMESPACE: ns,
+    }
 
 
 @pytest.fixture(scope="module")
