@@ -107,6 +107,8 @@ def start_informers(ctx: Context, kube: Kube, loop: asyncio.AbstractEventLoop) -
     ctx.jobs.start(kube.list_fn(JOBS), loop)
     ctx.cronjobs.start(kube.list_fn(CRONJOBS), loop)
     ctx.commands.start(kube.list_fn(COMMANDS), loop)
+    ctx.replicasets.start(kube.apps.list_replica_set_for_all_namespaces, loop)
+    ctx.statefulsets.start(kube.apps.list_stateful_set_for_all_namespaces, loop)
 
 
 def adoption_watch(ctx: Context, opts: Options) -> AdoptionWatch:

@@ -16,9 +16,8 @@ import copy
 from typing import Any
 
 from controllers import job_plugins
+from controllers import pods as P
 from pyextender.api import names
-from pyextender.api.objects import pod_requests
-from pyextender.api.resources import format_amount
 from pyextender.api.volcano import Job
 from pyextender.api.volcano.job import TaskSpec
 
@@ -65,8 +64,10 @@ def controller_ref(job: Job) -> dict[str, Any]:
 
 
 def _pod_usage(template: dict[str, Any]) -> dict[str, int]:
-    """Requests of one pod of the template; a container without requests counts its limits
-    (the API server defaults requests to limits when the pod is created)."""
+    """Quota usage of one pod of the template (pods.quota_usage). A container without
+    requests counts its limits: the API server defaults requests to limits when the
+    pod is created, so that is what the pod will ask for (Volcano reads the template
+    as written and would leave such a request out)."""
     spec = copy.deepcopy(template.get("spec") or {})
     for key in ("containers", "initContainers"):
         for c in spec.get(key) or []:
@@ -74,41 +75,45 @@ def _pod_usage(template: dict[str, Any]) -> dict[str, int]:
             c["resources"] = res
             res["requests"] = {**(res.get("limits") or {}), **(res.get("requests") or {})}
     try:
-        return pod_requests(spec)
+        return P.quota_usage(spec)
     except (ValueError, TypeError, AttributeError):
         return {}
 
 
 def min_resources(job: Job) -> dict[str, str]:
-    """Resources of the minimal gang, as Volcano's CalcPGMinResources.
+    """Resources of the minimal gang, as Volcano's calcPGMinResources: the quota usage
+    (pods.quota_usage: ``cpu``, ``requests.cpu``, ``limits.cpu``, ``pods``,
+    ``count/pods``, extended resources ...) of the job's first minAvailable pods.
 
-    First each task's minAvailable pods (tasks that set it), capped at the
-    job's minAvailable; then, if still short, further replicas in task order.
-    (Volcano sorts tasks by PriorityClass value first; we do not watch
+    Which pods: when minAvailable is below the sum of the tasks' minimums (a task's
+    minAvailable, else its replicas), the first minAvailable replicas in task order;
+    otherwise each task's minAvailable pods (tasks that set it), capped at the job's
+    minAvailable, then further replicas in task order until it is reached.
+    (Volcano orders tasks by their PriorityClass value first; we do not watch
     PriorityClasses, so spec order stands in for equal priorities.)
     """
     want = job.spec.gang_size
+    tasks = job.spec.tasks
     total: dict[str, int] = {}
     count = 0
 
     def add(task: TaskSpec, n: int) -> None:
+        nonlocal count
+        n = max(min(n, want - count), 0)
         for name, value in _pod_usage(task.template).items():
             total[name] = total.get(name, 0) + value * n
+        count += n
 
-    for task in job.spec.tasks:
-        if task.min_available is None or count >= want:
-            continue
-        n = min(task.min_available, want - count)
-        add(task, n)
-        count += n
-    for task in job.spec.tasks:
-        if count >= want:
-            break
-        spare = task.replicas - (task.min_available or 0)
-        n = min(max(spare, 0), want - count)
-        add(task, n)
-        count += n
-    return {name: format_amount(name, v) for name, v in sorted(total.items()) if v}
+    if want < sum(t.min_members for t in tasks):
+        for task in tasks:
+            add(task, task.replicas)
+    else:
+        for task in tasks:
+            if task.min_available is not None:
+                add(task, task.min_available)
+        for task in tasks:
+            add(task, task.replicas - (task.min_available or 0))
+    return P.format_quota(total)
 
 
 def podgroup_spec(job: Job) -> dict[str, Any]:

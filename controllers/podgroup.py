@@ -6,11 +6,16 @@
    of its own, as Volcano does: ``podgroup-<uid of the pod's controller, or of
    the pod>``, minMember 1, and annotates the pod with it. Only in namespaces
    labelled ``pyextender.io/enabled=true``.
+3. Deletes ``podgroup-<owner uid>`` when its ReplicaSet or StatefulSet is scaled to
+   zero (spec.replicas 0: the old ReplicaSet after a Deployment rollout), and
+   gives the owner's pods their PodGroup again when it is scaled back up, as
+   Volcano's pg_controller_handler does on the owner's add/update.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from controllers import podgroup_status
@@ -19,13 +24,26 @@ from controllers.kube import PODGROUPS
 from controllers.runtime import Context, Controller, call, ignore_exists, ignore_missing
 from controllers.store import Obj, key_of, meta, split_key
 from pyextender.api import names
-from pyextender.api.resources import format_amount
 
 log = logging.getLogger(__name__)
 
 BARE_POD = "pod:"
 """Key prefix of a bare pod that needs a PodGroup (other keys are PodGroups)."""
+OWNER = "owner:"
+"""Key prefix of a ReplicaSet or StatefulSet: ``owner:<kind>:<namespace>/<name>``."""
+OWNER_KINDS = ("ReplicaSet", "StatefulSet")
 PODGROUP_PREFIX = "podgroup-"
+
+
+def _controller_uid(pod: Obj) -> str:
+    ref = P.controller_ref(pod)
+    return str(ref.get("uid") or "") if ref and ref.get("kind") in OWNER_KINDS else ""
+
+
+def _replicas(owner: Obj) -> int:
+    """spec.replicas of a ReplicaSet/StatefulSet (the API server defaults it to 1)."""
+    value = (owner.get("spec") or {}).get("replicas")
+    return value if isinstance(value, int) else 1
 
 
 def bare_podgroup_name(pod: Obj) -> str:
@@ -52,7 +70,11 @@ def bare_podgroup(pod: Obj) -> dict[str, Any]:
         ]
     )
     spec = pod.get("spec") or {}
-    req = P.requests(pod)
+    try:
+        # as Volcano: the pod's quota usage (cpu, requests.cpu, limits.cpu, pods, ...)
+        usage = P.quota_usage(spec)
+    except (ValueError, TypeError, AttributeError):
+        usage = {}
     body: dict[str, Any] = {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
@@ -64,7 +86,7 @@ def bare_podgroup(pod: Obj) -> dict[str, Any]:
         "spec": {
             "minMember": 1,
             "priorityClassName": spec.get("priorityClassName") or "",
-            "minResources": {k: format_amount(k, v) for k, v in sorted(req.items()) if v},
+            "minResources": P.format_quota(usage),
         },
     }
     queue = P.annotations_of(pod).get(names.POD_QUEUE_ANNOTATION)
@@ -94,6 +116,9 @@ class PodGroupController(Controller):
         ctx.pods.add_handler(self._on_pod)
         ctx.podgroups.add_handler(self._on_podgroup)
         ctx.namespaces.add_handler(self._on_namespace)
+        ctx.pods.add_index("controller-uid", lambda o: [u] if (u := _controller_uid(o)) else [])
+        ctx.replicasets.add_handler(self._owner_handler("ReplicaSet"))
+        ctx.statefulsets.add_handler(self._owner_handler("StatefulSet"))
 
     @staticmethod
     def _group_of(pod: Obj) -> list[str]:
@@ -107,6 +132,13 @@ class PodGroupController(Controller):
                     self.queue.add(pg_key)
         if new is not None and self._needs_podgroup(new):
             self.queue.add(BARE_POD + key)
+
+    def _owner_handler(self, kind: str) -> Callable[[str, Obj | None, Obj | None], None]:
+        def handler(key: str, old: Obj | None, new: Obj | None) -> None:
+            if new is not None:
+                self.queue.add(f"{OWNER}{kind}:{key}")
+
+        return handler
 
     def _on_podgroup(self, key: str, old: Obj | None, new: Obj | None) -> None:
         if new is not None:
@@ -142,10 +174,20 @@ class PodGroupController(Controller):
         for key, pod in list(self.ctx.pods.objects.items()):
             if self._needs_podgroup(pod):
                 self.queue.add(BARE_POD + key)
+        for kind, store in (
+            ("ReplicaSet", self.ctx.replicasets),
+            ("StatefulSet", self.ctx.statefulsets),
+        ):
+            for key, owner in list(store.objects.items()):
+                if _replicas(owner) == 0:
+                    self.queue.add(f"{OWNER}{kind}:{key}")
 
     async def reconcile(self, key: str) -> None:
         if key.startswith(BARE_POD):
             await self._reconcile_bare_pod(key[len(BARE_POD) :])
+        elif key.startswith(OWNER):
+            kind, _, owner_key = key[len(OWNER) :].partition(":")
+            await self._reconcile_owner(kind, owner_key)
         else:
             await self._reconcile_status(key)
 
@@ -171,6 +213,44 @@ class PodGroupController(Controller):
         if "phase" in patch:
             reason, message = _why(patch["phase"], pg, podgroup_status.count_members(members))
             ctx.recorder.event(updated or pg, reason, message, warning=reason == "GangBroken")
+
+    async def _reconcile_owner(self, kind: str, key: str) -> None:
+        """A ReplicaSet/StatefulSet at spec.replicas 0 loses ``podgroup-<its uid>``; one
+        above 0 whose pods lost it (scaled to zero and back) gets it again."""
+        ctx = self.ctx
+        store = ctx.replicasets if kind == "ReplicaSet" else ctx.statefulsets
+        owner = store.get(key)
+        if owner is None:
+            return
+        ns, _ = split_key(key)
+        uid = str(meta(owner).get("uid") or "")
+        pg_name = f"{PODGROUP_PREFIX}{uid}"
+        pg = ctx.podgroups.get(f"{ns}/{pg_name}")
+        if _replicas(owner) == 0:
+            if pg is None or P.deleting(pg):
+                return
+            await ignore_missing(call(ctx.kube.delete, PODGROUPS, ns, pg_name))
+            ctx.podgroups.forget(f"{ns}/{pg_name}")
+            self.wrote("podgroup-delete")
+            log.info("%s %s scaled to zero: deleted PodGroup %s", kind, key, pg_name)
+            return
+        if pg is not None or not self._enabled(ns):
+            return
+        for pod in ctx.pods.by_index("controller-uid", uid):
+            if (
+                P.group_name(pod) in ("", pg_name)
+                and P.scheduler_name(pod) == ctx.scheduler_name
+                and P.phase(pod) not in P.TERMINATED
+                and not P.deleting(pod)
+            ):
+                created = await ignore_exists(
+                    call(ctx.kube.create, PODGROUPS, ns, bare_podgroup(pod))
+                )
+                if created:
+                    ctx.podgroups.remember(created)
+                    self.wrote("podgroup")
+                    log.info("%s %s scaled up again: created PodGroup %s", kind, key, pg_name)
+                return
 
     async def _reconcile_bare_pod(self, key: str) -> None:
         ctx = self.ctx

@@ -73,6 +73,9 @@ class Context:
     commands: Store
     scheduler_name: str
     cronjobs: Store = field(default_factory=lambda: Store("cronjobs"))
+    replicasets: Store = field(default_factory=lambda: Store("replicasets"))
+    statefulsets: Store = field(default_factory=lambda: Store("statefulsets"))
+    """Owners whose scale-to-zero removes the PodGroup podgroup.py gave their pods."""
 
     @property
     def stores(self) -> list[Store]:
@@ -84,6 +87,8 @@ class Context:
             self.jobs,
             self.cronjobs,
             self.commands,
+            self.replicasets,
+            self.statefulsets,
         ]
 
     @property

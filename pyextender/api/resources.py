@@ -105,6 +105,17 @@ def with_gpu_number_folded(amounts: Mapping[str, int]) -> Mapping[str, int]:
     return folded
 
 
+QUOTA_PREFIXES: tuple[str, ...] = ("requests.", "limits.", "count/")
+"""ResourceQuota names (``requests.cpu``, ``limits.memory``, ``count/pods``) that
+Volcano's job controller writes into a PodGroup's minResources beside ``cpu``,
+``memory``, ``pods`` and extended resources. They are not node resources: Volcano's
+scheduler skips them, and so do we."""
+
+
+def is_quota_name(name: str) -> bool:
+    return name.startswith(QUOTA_PREFIXES)
+
+
 def is_tracked(name: str) -> bool:
     """Whether a resource name gets a column: core ones and extended ones."""
     if name in CORE_RESOURCES:

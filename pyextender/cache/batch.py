@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyextender.api.resources import parse_resource_list
+from pyextender.api.resources import is_quota_name, parse_resource_list
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,12 @@ def _int(value: Any, default: int, what: str) -> int:
     if value is not None:
         log.warning("%s: expected an integer, got %r; using %d", what, value, default)
     return default
+
+
+def _node_resources(value: Any) -> dict[str, Any]:
+    """A minResources without its quota names (requests.cpu, limits.memory, count/pods),
+    which Volcano's scheduler ignores too: only node resources are compared."""
+    return {k: v for k, v in _map(value).items() if not is_quota_name(str(k))}
 
 
 def _resources(value: Any, what: str) -> dict[str, int]:
@@ -54,6 +60,9 @@ class GroupView:
     min_resources: dict[str, int] = field(default_factory=dict)
     priority_class: str = ""
     phase: str = "Pending"
+    phase_written: bool = True
+    """False while the PodGroup has no status.phase at all (``phase`` then reads
+    Pending): the scheduler writes Pending for it, as Volcano's does."""
     created: str = ""
     conditions: list[dict[str, Any]] = field(default_factory=list)
     annotations: dict[str, str] = field(default_factory=dict)
@@ -93,9 +102,12 @@ def group_from_dict(obj: Mapping[str, Any]) -> GroupView:
         queue=str(spec.get("queue") or DEFAULT_QUEUE),
         min_member=max(_int(spec.get("minMember"), 1, f"{what} spec.minMember"), 0),
         min_task_member={str(k): v for k, v in mtm.items() if isinstance(v, int)},
-        min_resources=_resources(spec.get("minResources"), f"{what} spec.minResources"),
+        min_resources=_resources(
+            _node_resources(spec.get("minResources")), f"{what} spec.minResources"
+        ),
         priority_class=str(spec.get("priorityClassName") or ""),
         phase=str(status.get("phase") or "Pending"),
+        phase_written=bool(status.get("phase")),
         created=str(meta.get("creationTimestamp") or ""),
         conditions=[dict(c) for c in status.get("conditions") or [] if isinstance(c, Mapping)],
         annotations={str(k): str(v) for k, v in _map(meta.get("annotations")).items()},

@@ -103,7 +103,14 @@ def test_podgroup_spec() -> None:
     assert spec["minTaskMember"] == {"ps": 1, "worker": 2}
     assert spec["queue"] == "q"
     assert spec["priorityClassName"] == "high"
-    assert spec["minResources"] == {"cpu": "6", "memory": "3Gi"}
+    assert spec["minResources"] == {
+        "count/pods": "3",
+        "pods": "3",
+        "cpu": "6",
+        "requests.cpu": "6",
+        "memory": "3Gi",
+        "requests.memory": "3Gi",
+    }
 
 
 POLICIES = [{"event": "PodFailed", "action": "RestartJob"}, {"exitCode": 3, "action": "AbortJob"}]

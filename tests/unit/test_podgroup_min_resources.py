@@ -1,0 +1,158 @@
+"""PodGroup minResources as Volcano's controllers compute them (quota usage of the
+first minAvailable pods), and the scheduler reading only node resources out of them.
+
+Volcano: pkg/controllers/job/job_controller_actions.go (calcPGMinResources),
+pkg/controllers/job/job_controller_util.go (CalcFirstCountResources,
+CalcPGMinResources), pkg/controllers/util (GetPodQuotaUsage),
+pkg/controllers/podgroup/pg_controller_handler.go (buildPodGroupFromPod),
+pkg/scheduler/api/resource_info.go (NewResource skips count quotas and
+requests./limits. names).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controllers import job_plugins, job_pods, podgroup
+from controllers import pods as P
+from pyextender.api.volcano import Job
+from pyextender.cache.batch import group_from_dict
+
+
+def _template(requests: dict[str, str], limits: dict[str, str] | None = None) -> dict[str, Any]:
+    res: dict[str, Any] = {"requests": requests}
+    if limits:
+        res["limits"] = limits
+    return {"spec": {"containers": [{"name": "c", "image": "x", "resources": res}]}}
+
+
+def _job(min_available: int, *tasks: tuple[str, int, int | None, dict[str, Any]]) -> Job:
+    return Job.from_dict(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns", "uid": "u"},
+            "spec": {
+                "minAvailable": min_available,
+                "tasks": [
+                    {
+                        "name": name,
+                        "replicas": replicas,
+                        **({} if task_min is None else {"minAvailable": task_min}),
+                        "template": template,
+                    }
+                    for name, replicas, task_min, template in tasks
+                ],
+            },
+        }
+    )
+
+
+def test_quota_usage_has_volcanos_keys() -> None:
+    spec = _template(
+        {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1", "hugepages-2Mi": "4Mi"},
+        {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"},
+    )["spec"]
+    assert P.format_quota(P.quota_usage(spec)) == {
+        "count/pods": "1",
+        "pods": "1",
+        "cpu": "500m",
+        "requests.cpu": "500m",
+        "limits.cpu": "1",
+        "memory": "1Gi",
+        "requests.memory": "1Gi",
+        "limits.memory": "2Gi",
+        "nvidia.com/gpu": "1",
+        "requests.nvidia.com/gpu": "1",
+        "hugepages-2Mi": "4194304",
+        "requests.hugepages-2Mi": "4194304",
+    }
+
+
+def test_job_min_resources_sum_the_first_min_available_pods() -> None:
+    master = _template({"cpu": "1", "memory": "1Gi"}, {"cpu": "2"})
+    worker = _template({"cpu": "500m", "nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "1"})
+    job = _job(3, ("master", 1, None, master), ("worker", 4, 2, worker))
+    assert job_pods.min_resources(job) == {
+        "count/pods": "3",
+        "pods": "3",
+        "cpu": "2",
+        "requests.cpu": "2",
+        "limits.cpu": "2",
+        "memory": "1Gi",
+        "requests.memory": "1Gi",
+        "nvidia.com/gpu": "2",
+        "requests.nvidia.com/gpu": "2",
+    }
+
+
+@pytest.mark.parametrize(
+    ("min_available", "task_mins", "want_cpu"),
+    [
+        # below the tasks' minimums (1 + 2 = 3): the first two replicas in task order,
+        # both of task a, whatever b's minAvailable says (CalcFirstCountResources)
+        (2, (1, 2), "2"),
+        # at or above them: each task's minAvailable first, then spare replicas
+        (3, (1, 2), "21"),
+        (4, (1, 2), "22"),
+        # a without minAvailable counts as its 3 replicas: 3 + 2 > 4, so the first four
+        # replicas in task order (a's three, one of b)
+        (4, (None, 2), "13"),
+    ],
+)
+def test_which_pods_count(
+    min_available: int, task_mins: tuple[int | None, int], want_cpu: str
+) -> None:
+    a = _template({"cpu": "1"})
+    b = _template({"cpu": "10"})
+    job = _job(min_available, ("a", 3, task_mins[0], a), ("b", 2, task_mins[1], b))
+    assert job_pods.min_resources(job)["cpu"] == want_cpu
+    assert job_pods.min_resources(job)["pods"] == str(min_available)
+
+
+def test_bare_pod_podgroup_has_the_pods_quota_usage() -> None:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+        "spec": _template({"cpu": "100m"}, {"cpu": "200m"})["spec"],
+    }
+    assert podgroup.bare_podgroup(pod)["spec"]["minResources"] == {
+        "count/pods": "1",
+        "pods": "1",
+        "cpu": "100m",
+        "requests.cpu": "100m",
+        "limits.cpu": "200m",
+    }
+
+
+def test_scheduler_reads_only_node_resources_from_min_resources() -> None:
+    group = group_from_dict(
+        {
+            "metadata": {"name": "g", "namespace": "ns"},
+            "spec": {
+                "minMember": 2,
+                "minResources": {
+                    "count/pods": "2",
+                    "pods": "2",
+                    "cpu": "1500m",
+                    "requests.cpu": "1500m",
+                    "limits.cpu": "3",
+                    "limits.memory": "2Gi",
+                    "nvidia.com/gpu": "2",
+                    "requests.nvidia.com/gpu": "2",
+                },
+            },
+        }
+    )
+    assert group.min_resources == {"pods": 2, "cpu": 1500, "nvidia.com/gpu": 2}
+
+
+def test_a_task_scaled_to_zero_has_no_hosts() -> None:
+    """Volcano's svc GenerateHosts loops over the replicas: none, no host, even for a
+    template with a fixed hostname (pkg/controllers/job/plugins/svc/svc.go)."""
+    fixed = {"spec": {"hostname": "db", "containers": [{"name": "c", "image": "x"}]}}
+    job = _job(0, ("db", 0, None, fixed), ("w", 0, None, _template({})))
+    hosts = job_plugins.svc_hosts(job)
+    assert hosts["db.host"] == "" and hosts["VC_DB_NUM"] == "0"
+    assert hosts["VC_W_HOSTS"] == "" and hosts["VC_W_NUM"] == "0"
