@@ -50,5 +50,14 @@ def load(path: str | None) -> SchedulerConfig:
 
 
 def plugins_of(config: SchedulerConfig) -> list[tuple[PluginSpec, Any]]:
-    """(spec, typed args) for every configured plugin, in tier order."""
-    return [(REGISTRY[p.name], p.args) for tier in config.tiers for p in tier.plugins]
+    """(spec, typed args) for every configured plugin, in tier order.
+
+    The ``reservation`` action holds nodes (pyextender.actions.reservation); the filter
+    that keeps other jobs off them is sla's. A config listing the action without the
+    sla plugin (Volcano's ``reserve`` configs) still gets that filter, with no default
+    waiting time: only a job's own ``sla-waiting-time`` makes it reserve."""
+    out = [(REGISTRY[p.name], p.args) for tier in config.tiers for p in tier.plugins]
+    if "reservation" in config.actions and all(spec.name != "sla" for spec, _ in out):
+        sla = REGISTRY["sla"]
+        out.append((sla, sla.args_type()))
+    return out
