@@ -1,5 +1,6 @@
 """The queue tree (spec.parent) on a real cluster: a parent's capability bounds its
-children at admission and for elastic members; deserved shares are split down the tree."""
+children at admission, for elastic members and for preemptors; deserved shares are split
+down the tree."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from devcluster.cluster import ClusterState
-from tests.e2e.kube import bound_of, condition, gang, queue, wait_for
+from tests.e2e.kube import bound_of, condition, gang, priority_class, queue, wait_for
 from tests.e2e.waits import cycles_pass
 
 pytestmark = pytest.mark.e2e
@@ -148,4 +149,49 @@ def test_reclaim_follows_the_queue_tree(
         core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
         for name in (a, b, team, x):
+            custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)
+
+
+def test_preempt_stays_within_the_parents_capability(
+    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    """team (8 GPUs) > a, b; half the cluster is free. b runs 4 GPUs, a 4 one-GPU pods of
+    low priority. A high-priority 4-GPU gang in a is over team's 8 only: preempt evicts
+    a's 4 pods (its own queue), never b's, and the gang runs. As Volcano's preempt
+    (pkg/scheduler/actions/preempt/preempt.go) pipelines a preemptor only while
+    ssn.Allocatable holds for its queue, which capacity checks up the queue's ancestors
+    (pkg/scheduler/plugins/capacity/capacity.go)."""
+    suffix = uuid.uuid4().hex[:6]
+    team, a, b = f"team{suffix}", f"a{suffix}", f"b{suffix}"
+    queue(api, team, capability={"nvidia.com/gpu": "8"})
+    queue(api, a, parent=team)
+    queue(api, b, parent=team)
+    priority_class(api, "e2e-tree-low", 10)
+    priority_class(api, "e2e-tree-high", 1000)
+    custom = client.CustomObjectsApi(api)
+    try:
+        bs = gang(core, api, namespace, "bs", 1, gpus=4, queue_name=b)
+        lo = gang(core, api, namespace, "lo", 4, gpus=1, min_member=1, queue_name=a,
+                  priority_class="e2e-tree-low")  # fmt: skip
+        wait_for("b and a's low pods bound", lambda: bound_of(core, namespace, bs + lo) == 5,
+                 timeout=60)  # fmt: skip
+        hp = gang(core, api, namespace, "hp", 1, gpus=4, queue_name=a,
+                  priority_class="e2e-tree-high")  # fmt: skip
+        wait_for("hp bound", lambda: bound_of(core, namespace, hp) == 1, timeout=90)
+        live = {
+            p.metadata.name
+            for p in core.list_namespaced_pod(namespace).items
+            if not p.metadata.deletion_timestamp
+        }
+        assert not set(lo) & live, live  # all four went: 4 + 4 + 4 would be 12 > 8
+        assert set(bs) <= live, live
+        evs = core.list_namespaced_event(namespace, field_selector="reason=Preempted").items
+        assert {e.involved_object.name for e in evs} == set(lo)
+    finally:
+        custom.delete_collection_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
+        )
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
+        for name in (a, b, team):
             custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)
