@@ -10,9 +10,11 @@ the PVCs of its volumes (job_volumes.py) and every pod ``<job>-<task>-<i>`` exis
 (pods of a gang not yet admitted are created with our scheduling gate; a task
 with ``dependsOn`` once the tasks it depends on are ready), and removes pods
 beyond the replicas. A policy with a ``timeout`` puts its action off; the pod
-running again, or any other action, cancels it. It is
-the only writer of Job status. Finished jobs with ``ttlSecondsAfterFinished`` are
-deleted when it expires.
+running again, or any other action, cancels it. Every action taken or put off is
+recorded as Volcano does (reason ExecuteAction), and once more under the action's name
+with the pod and event that caused it. Pods the controller deletes itself raise no
+PodEvicted. It is the only writer of Job status. Finished jobs with
+``ttlSecondsAfterFinished`` are deleted when it expires.
 """
 
 from __future__ import annotations
@@ -39,6 +41,18 @@ log = logging.getLogger(__name__)
 MAX_PENDING_REQUESTS = 256
 """Per job; beyond this, events are folded into one resync (nothing is lost: a sync
 recounts every pod)."""
+EXECUTE_ACTION = "ExecuteAction"
+"""Event reason Volcano records when a policy or Command action starts or is put off."""
+MAX_REMEMBERED_DELETES = 4096
+"""Uids of pods we deleted, kept until their deletion is seen (bounded: oldest go)."""
+
+
+def go_duration(seconds: float) -> str:
+    """``seconds`` as Go's time.Duration prints it ("6s", "1m30s", "500ms"), the form
+    of Volcano's delayed-action message."""
+    if 0 < seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    return job_status.go_duration(seconds)
 
 
 def _owner_job(obj: Obj) -> str | None:
@@ -63,6 +77,9 @@ class JobController(Controller):
         """Job key -> resourceVersion we already reported as invalid."""
         self._hosts: dict[str, dict[str, str]] = {}
         """Job uid -> the svc host ConfigMap data last written (rewritten after a restart)."""
+        self._deleted: dict[str, None] = {}
+        """Uids of pods we deleted ourselves (insertion-ordered): their deletion is no
+        PodEvicted, as Volcano marks such pods out of sync before deleting them."""
         self._delayed: dict[str, dict[str, tuple[float, Request]]] = {}
         """Job key -> pod name ("" for the job) -> (monotonic deadline, the request to run
         then, its action set): actions a policy's ``timeout`` put off."""
@@ -121,7 +138,10 @@ class JobController(Controller):
         base = Request(task=task, pod=str(meta(pod).get("name")), version=_version(pod))
         if new is None:
             self._cancel_delayed(job_key, base.pod, ("PodPending",))
-            self.request(job_key, dataclasses.replace(base, event="PodEvicted"))
+            uid = str(meta(pod).get("uid") or "")
+            event = "OutOfSync" if uid in self._deleted else "PodEvicted"
+            self._deleted.pop(uid, None)
+            self.request(job_key, dataclasses.replace(base, event=event))
             return
         before = P.phase(old) if old is not None else ""
         after = P.phase(new)
@@ -266,24 +286,31 @@ class JobController(Controller):
         phase = str(status["state"]["phase"])
         action, delay = job_state.decide_with_delay(job, req)
         if delay > 0:
-            what = f"pod {req.pod} {req.event}" if req.pod else req.event
+            # Volcano's reason and wording (job_controller.go processNextReq): tools wait on them
             ctx.recorder.event(
-                raw, "ExecuteAction", f"{what}: execute action {action} after {delay:g}s"
+                raw, EXECUTE_ACTION, f"Execute action {action} after {go_duration(delay)}"
             )
             self._delay(key, req, action, delay)
             action = job_state.SYNC
         elif action not in job_state.INTERNAL_ACTIONS:
             self._delayed.pop(key, None)  # Volcano: any real action cancels the delayed ones
         if action != job_state.SYNC:
+            # Volcano's message, trailing blank included, for tools that compare it whole
+            ctx.recorder.event(raw, EXECUTE_ACTION, f"Start to execute action {action} ")
+            # ours besides, under the action's name: which pod and event, and why
             what = f"pod {req.pod} {req.event}" if req.pod else req.event
             if req.exit_code is not None:
                 what += f" (exit code {req.exit_code})"
-            source = "command" if req.action else "lifecycle policy"
+            source = "command" if req.event == "CommandIssued" else "lifecycle policy"
             ctx.recorder.event(raw, action, f"{what}: {source} action {action} in phase {phase}")
         pl = job_state.plan(phase, action)
         counts, killed = await self._apply(job, raw, pl, req, status, f"{action} in {phase}")
-        if killed:
+        if killed and pl.kill == "job":
+            # Volcano bumps the version for a whole-job kill only: events of the old
+            # pods are then ignored, while after a task or pod restart the other
+            # pods' events still count
             status["version"] = job.status.version + 1
+        if killed:
             created = job_status.parse_time(job.metadata.creation_timestamp) or time.time()
             status["runningDuration"] = job_status.go_duration(time.time() - created)
         new_phase, retry_inc = job_state.next_phase(pl.rule, job, counts)
@@ -368,6 +395,9 @@ class JobController(Controller):
     async def _delete_pod(self, pod: Obj, why: str) -> None:
         ns, name = meta(pod).get("namespace"), meta(pod).get("name")
         uid = str(meta(pod).get("uid") or "")
+        if len(self._deleted) >= MAX_REMEMBERED_DELETES:
+            del self._deleted[next(iter(self._deleted))]
+        self._deleted[uid] = None
         gone = await ignore_missing(call(self.ctx.kube.delete_pod, str(ns), str(name), uid))
         self.wrote("pod-delete")
         log.info("deleted pod %s/%s: %s", ns, name, why)

@@ -84,7 +84,7 @@ def task_restarts_exceeded(job: Job, task: str, pods: Iterable[Obj]) -> bool:
     """Volcano's TaskFailed: the container restarts of the task's Pending/Running pods
     add up to more than the task's maxRetry (0 stands for Volcano's default, 3)."""
     spec = next((t for t in job.spec.tasks if t.name == task), None)
-    if spec is None or spec.replicas == 0:
+    if spec is None or spec.replicas == 0 or spec.max_retry == NO_RETRY_LIMIT:
         return False
     limit = spec.max_retry or DEFAULT_TASK_MAX_RETRY
     restarts = sum(
@@ -97,6 +97,8 @@ def task_restarts_exceeded(job: Job, task: str, pods: Iterable[Obj]) -> bool:
 
 
 DEFAULT_TASK_MAX_RETRY = 3
+NO_RETRY_LIMIT = -1
+"""A task's maxRetry that never raises TaskFailed (Volcano's cache.TaskFailed)."""
 
 
 def dependencies_ready(job: Job, task: TaskSpec, pods: Iterable[Obj]) -> bool:
@@ -141,10 +143,21 @@ class Plan:
     """Delete the PodGroup (a whole-job kill); the next run gets a fresh one."""
 
 
+TARGETS = {"RestartTask": "task", "RestartPod": "pod"}
+"""Volcano's killTarget: these restart only the pods of the request's task, or its pod,
+whatever their phase (no pods kept on the last retry), without bumping the job's
+version (the other pods' events still count) and keeping the PodGroup; the job
+goes Restarting with one more retry, as a RestartJob would."""
+NO_PARTITION = "RestartPartition"
+"""Restarts the pods of the request's pod's partition. partitionPolicy is refused at
+admission, so no pod has one; Volcano's killPods then finds no partition and returns
+before touching pods or status: the action is recorded (ExecuteAction) and cancels
+delayed actions, but nothing restarts, and phase and retryCount stay."""
+
 _KILLS = {
     "RestartJob": Plan("job", RETAIN_NONE, "restart", drop_podgroup=True),
-    "RestartTask": Plan("task", RETAIN_NONE, "restart"),
-    "RestartPod": Plan("pod", RETAIN_NONE, "restart"),
+    **{action: Plan(kill, RETAIN_NONE, "restart") for action, kill in TARGETS.items()},
+    NO_PARTITION: Plan("none", RETAIN_NONE, "keep"),
     "AbortJob": Plan("job", RETAIN_SOFT, "to:Aborting", drop_podgroup=True),
     "CompleteJob": Plan("job", RETAIN_SOFT, "to:Completing", drop_podgroup=True),
     "TerminateJob": Plan("job", RETAIN_SOFT, "to:Terminating", drop_podgroup=True),
@@ -155,6 +168,8 @@ def plan(phase: str, action: str) -> Plan:
     if phase in ("Pending", "Running"):
         return _KILLS.get(action) or Plan("", RETAIN_NONE, phase.lower())
     if phase == "Restarting":
+        if action in TARGETS:  # Volcano: killTarget again, then the Restarting rule
+            return Plan(TARGETS[action], RETAIN_NONE, "restarting")
         return Plan("none", RETAIN_NONE, "restarting")
     soft_kill = Plan("job", RETAIN_SOFT, "keep", drop_podgroup=True)
     if phase in ("Aborting", "Aborted"):
@@ -256,7 +271,10 @@ def next_phase(rule: str, job: Job, c: Counts) -> tuple[str | None, int]:
 
 
 def retained(job: Job, plan_: Plan) -> frozenset[str]:
-    """On the last retry Volcano keeps Succeeded/Failed pods whatever the plan says."""
+    """On the last retry Volcano keeps Succeeded/Failed pods whatever the plan says
+    (killJob); a task or pod restart kills its target whatever its phase (killTarget)."""
+    if plan_.kill in ("task", "pod"):
+        return RETAIN_NONE
     if job.status.retry_count >= job.spec.max_retry - 1:
         return RETAIN_SOFT
     return plan_.retain

@@ -47,9 +47,19 @@ JobEvent = Literal[
 """Events a lifecycle policy reacts to ("*" = any). PodPending counts only for a
 policy with a ``timeout``: the pod still Pending that long."""
 JobAction = Literal[
-    "AbortJob", "RestartJob", "RestartTask", "TerminateJob", "CompleteJob", "ResumeJob"
+    "AbortJob",
+    "RestartJob",
+    "RestartTask",
+    "RestartPod",
+    "RestartPartition",
+    "TerminateJob",
+    "CompleteJob",
+    "ResumeJob",
 ]
-"""What the Job controller does when a policy fires."""
+"""What the Job controller does when a policy fires. RestartPod restarts only the pod
+that raised the event; RestartPartition the pods of that pod's partition, and since
+partitionPolicy is refused at admission there are none: as in Volcano, it then
+restarts nothing (see controllers/job_state.py)."""
 
 
 @model
@@ -128,7 +138,12 @@ class TaskSpec(Model):
     topology_policy: Literal["none", "best-effort", "restricted", "single-numa-node"] | None = attr(
         "NUMA topology policy of the task's pods.", default=None
     )
-    max_retry: int = attr("Retries before the task is marked failed.", default=0, minimum=0)
+    max_retry: int = attr(
+        "Container restarts of the task's pods beyond which TaskFailed is raised; "
+        "0 means 3, -1 no limit.",
+        default=0,
+        minimum=-1,
+    )
     depends_on: DependsOn | None = attr("Tasks this one waits for.", default=None)
     partition_policy: PartitionPolicySpec | None = attr(
         "Partitioning of the task's pods.", default=None
