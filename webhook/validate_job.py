@@ -1,10 +1,12 @@
 """batch.volcano.sh Job rules beyond the schema (the ones Volcano's own webhook enforces).
 
 On CREATE and UPDATE: at least one task, named; pod names that fit 63
-characters; lifecycle policies without duplicate events or exit codes, no
-internal events, ``*`` alone; volumes with one unique mount path each and
-exactly one of volumeClaim / volumeClaimName; task dependencies that name
-tasks of the job and form no cycle. Fields our controllers do not implement are
+characters; pod templates whose containers the API server would accept
+(names, images, resources: see validate_pod_template); lifecycle policies
+without duplicate events or exit codes, no internal events, ``*`` alone;
+volumes with one unique mount path each and exactly one of volumeClaim /
+volumeClaimName; task dependencies that name tasks of the job and form no
+cycle. Fields our controllers do not implement are
 refused naming the field (a task's partitionPolicy), never accepted and ignored.
 On CREATE: the queue exists and is open.
 On UPDATE: only minAvailable, maxRetry and, per task, replicas, minAvailable
@@ -21,6 +23,7 @@ from pyextender.api.volcano.codec import show
 from pyextender.api.volcano.job import LifecyclePolicy, TaskSpec
 from webhook.findings import Findings
 from webhook.queues import QueueSource
+from webhook.validate_pod_template import check_pod_template
 
 POD_NAME_MAX = 63
 """Pod names become hostnames (DNS labels) in Volcano's svc plugin: 63 characters."""
@@ -131,6 +134,7 @@ def _check_tasks(job: Job, found: Findings) -> None:
         pod_spec = task.template.get("spec")
         if not isinstance(pod_spec, Mapping) or not pod_spec.get("containers"):
             found.problem(f"{path}.template.spec.containers", "at least one container is required")
+        check_pod_template(task.template, f"{path}.template", found)
         _check_policies(task.policies, f"{path}.policies", found)
         if task.partition_policy is not None:
             found.problem(
