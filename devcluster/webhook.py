@@ -7,8 +7,8 @@
 The webhook listens on 127.0.0.1 with a cert signed by the cluster CA, so the
 configurations use ``clientConfig.url`` and ``caBundle`` = the cluster's
 ``ca.crt``. The API server picks up new configurations a moment after they
-are written; ``enable_webhook`` waits by dry-run requests until both the
-pod mutation and the CRD validation are in effect.
+are written; ``enable_webhook`` waits by dry-run requests until the pod
+mutation, the CRD validation and the defaults of new Jobs/Queues are in effect.
 """
 
 from __future__ import annotations
@@ -119,24 +119,46 @@ def _mutation_active(api: Any) -> bool:
     return any(g.name == GANG_GATE for g in pod.spec.scheduling_gates or [])
 
 
-def _validation_active(api: Any) -> bool:
-    """A dry-run Queue with weight 0 is refused by us (the schema alone accepts it)."""
-    from kubernetes import client
-
+def _probe_queue(**spec: Any) -> dict[str, Any]:
     k = Queue.KIND
-    body = {
+    return {
         "apiVersion": k.api_version,
         "kind": k.kind,
         "metadata": {"name": "pyextender-webhook-probe"},
-        "spec": {"weight": 0},
+        "spec": spec,
     }
+
+
+def _validation_active(api: Any) -> bool:
+    """A dry-run Queue deserving more than its capability is refused by us (the schema
+    alone accepts it)."""
+    from kubernetes import client
+
+    k = Queue.KIND
+    body = _probe_queue(capability={"cpu": "1"}, deserved={"cpu": "2"})
     try:
         client.CustomObjectsApi(api).create_cluster_custom_object(
             k.group, k.version, k.plural, body, dry_run="All"
         )
     except client.ApiException as exc:
-        return exc.status == 422 and "spec.weight" in str(exc.body)
+        # the API server's JSON escapes "<" (\u003c): match the text around it
+        return exc.status == 422 and "deserved[cpu]=2 must be" in str(exc.body)
     return False
+
+
+def _defaults_active(api: Any) -> bool:
+    """A dry-run Queue with weight 0 comes back with weight 1 (our defaults webhook;
+    without it the schema refuses weight 0)."""
+    from kubernetes import client
+
+    k = Queue.KIND
+    try:
+        made = client.CustomObjectsApi(api).create_cluster_custom_object(
+            k.group, k.version, k.plural, _probe_queue(weight=0), dry_run="All"
+        )
+    except client.ApiException:
+        return False
+    return bool(made.get("spec", {}).get("weight") == 1)
 
 
 def _ensure_probe_namespace(api: Any) -> None:
@@ -181,6 +203,7 @@ def enable_webhook(cluster: Cluster, timeout: float = 60.0) -> None:
     _apply(api, [mutating_configuration(cc), validating_configuration(cc)])
     _wait_until("pod mutation", lambda: _mutation_active(api), timeout)
     _wait_until("CRD validation", lambda: _validation_active(api), timeout)
+    _wait_until("Volcano defaults", lambda: _defaults_active(api), timeout)
 
 
 def disable_webhook(cluster: Cluster, timeout: float = 60.0) -> None:
@@ -202,4 +225,5 @@ def disable_webhook(cluster: Cluster, timeout: float = 60.0) -> None:
     if _running(cluster):
         _wait_until("webhook removal", lambda: not _mutation_active(api), timeout)
         _wait_until("webhook removal", lambda: not _validation_active(api), timeout)
+        _wait_until("webhook removal", lambda: not _defaults_active(api), timeout)
     cluster.stop_role(ROLE)

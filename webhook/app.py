@@ -1,7 +1,7 @@
 """HTTP framing of the webhook: a small ASGI app (run by uvicorn over TLS).
 
-Routes: POST /mutate/pods, /mutate/pods-shadow, /validate (AdmissionReview
-v1); GET /healthz, /readyz, /metrics.
+Routes: POST /mutate/pods, /mutate/pods-shadow, /mutate/volcano (defaults of
+new Jobs and Queues), /validate (AdmissionReview v1); GET /healthz, /readyz, /metrics.
 
 Bad input never takes the process down. A body that is not a v1
 AdmissionReview gets HTTP 400 (malformed JSON, wrong apiVersion/kind,
@@ -30,9 +30,10 @@ from pyextender.api.asgi import (
     read_body,
     respond,
 )
-from webhook.configuration import MUTATE_PODS, MUTATE_PODS_SHADOW, VALIDATE
+from webhook.configuration import MUTATE_PODS, MUTATE_PODS_SHADOW, MUTATE_VOLCANO, VALIDATE
 from webhook.metrics import Metrics
 from webhook.mutate_pod import Adoption, plan_pod, pod_patch
+from webhook.mutate_volcano import MUTATED_KINDS
 from webhook.queues import QueueSource
 from webhook.review import (
     AdmissionRequest,
@@ -51,7 +52,7 @@ DEFAULT_MAX_BODY_BYTES = 8 * 2**20
 """Largest body accepted (bytes): an AdmissionReview holds object and oldObject, each up to
 etcd's 1.5 MiB request limit, plus JSON overhead."""
 
-_ROUTES = (MUTATE_PODS, MUTATE_PODS_SHADOW, VALIDATE)
+_ROUTES = (MUTATE_PODS, MUTATE_PODS_SHADOW, MUTATE_VOLCANO, VALIDATE)
 
 
 class WebhookApp:
@@ -108,6 +109,8 @@ class WebhookApp:
                 # may read queues from the API server: keep the event loop free
                 verdict = await asyncio.to_thread(validate, req, self.queues)
                 result = "allowed" if verdict.allowed else "denied"
+            elif path == MUTATE_VOLCANO:
+                verdict, result = _default(req)
             else:
                 verdict, result = self._mutate(req, shadow=path == MUTATE_PODS_SHADOW)
         except Exception as exc:
@@ -140,6 +143,24 @@ class WebhookApp:
             return allow(), "shadow"
         log.info("pod %s (PodGroup %s): %s", req.label, plan.group, ", ".join(plan.changes))
         return Verdict(allowed=True, patch=pod_patch(req.object, plan, self.adoption)), "patched"
+
+
+def _default(req: AdmissionRequest) -> tuple[Verdict, str]:
+    """Volcano's defaults for a new Job or Queue; anything else passes unchanged."""
+    fill = MUTATED_KINDS.get((req.group, req.kind))
+    if fill is None or req.operation != "CREATE" or req.object is None:
+        log.warning(
+            "defaults webhook got %s %s %s; allowed unchanged",
+            req.operation,
+            req.api_version,
+            req.kind,
+        )
+        return allow(), "skipped"
+    patch = fill(req.object)
+    if not patch:
+        return allow(), "skipped"
+    log.info("%s: defaulted %s", req.label, ", ".join(p["path"] for p in patch))
+    return Verdict(allowed=True, patch=patch), "patched"
 
 
 KINDS = frozenset(

@@ -17,6 +17,11 @@ and served on its own path:
 
 matchConditions send only unbound pods carrying the group-name annotation,
 so an outage of the webhook blocks gang pods only, never other pods.
+
+A third mutating entry (MUTATE_VOLCANO, every namespace) fills Volcano's
+defaults into new Jobs and Queues, as Volcano's mutatejob/mutatequeue
+webhooks do; the API server runs it before the validating webhook, so
+validation sees the defaulted object.
 """
 
 from __future__ import annotations
@@ -30,10 +35,11 @@ import yaml
 
 from pyextender.api import generated
 from pyextender.api.names import ENABLED_LABEL, GROUP_NAME_ANNOTATION
-from pyextender.api.volcano import RESOURCES, Queue
+from pyextender.api.volcano import RESOURCES, Job, Queue
 
 MUTATE_PODS = "/mutate/pods"
 MUTATE_PODS_SHADOW = "/mutate/pods-shadow"
+MUTATE_VOLCANO = "/mutate/volcano"
 VALIDATE = "/validate"
 
 CONFIGURATION_NAME = "pyextender-webhook"
@@ -108,8 +114,29 @@ def _pod_webhook(name: str, path: str, mode: str, fail: bool, cc: ClientConfig) 
     }
 
 
+def _defaults_webhook(cc: ClientConfig) -> dict[str, Any]:
+    return {
+        "name": "volcano-defaults.pyextender.io",
+        "clientConfig": cc(MUTATE_VOLCANO),
+        "rules": [
+            {
+                "operations": ["CREATE"],
+                "apiGroups": [r.KIND.group],
+                "apiVersions": [r.KIND.version],
+                "resources": [r.KIND.plural],
+                "scope": r.KIND.scope,
+            }
+            for r in (Job, Queue)
+        ],
+        # the validating webhook (Fail) would refuse an undefaulted Job anyway
+        "failurePolicy": "Fail",
+        **_common(),
+    }
+
+
 def mutating_configuration(cc: ClientConfig) -> dict[str, Any]:
-    """MutatingWebhookConfiguration: gang pods of adopted (and shadow) namespaces."""
+    """MutatingWebhookConfiguration: gang pods of adopted (and shadow) namespaces,
+    and Volcano's defaults of new Jobs and Queues."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -117,6 +144,7 @@ def mutating_configuration(cc: ClientConfig) -> dict[str, Any]:
         "webhooks": [
             _pod_webhook("gang-pods.pyextender.io", MUTATE_PODS, "true", True, cc),
             _pod_webhook("gang-pods-shadow.pyextender.io", MUTATE_PODS_SHADOW, "shadow", False, cc),
+            _defaults_webhook(cc),
         ],
     }
 

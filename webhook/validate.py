@@ -65,7 +65,7 @@ def _rules(
     """Each kind's own rules; ``raw``/``old_raw`` are the documents as sent."""
     if isinstance(obj, Queue):
         old_queue = old if isinstance(old, Queue) else None
-        return check_queue(obj, old_queue, op, queues, _spec(raw).get("weight"))
+        return check_queue(obj, old_queue, op, queues)
     if isinstance(obj, PodGroup):
         return check_podgroup(obj, old if isinstance(old, PodGroup) else None, op, queues)
     if isinstance(obj, Job):

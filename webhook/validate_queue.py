@@ -1,7 +1,17 @@
 """Queue rules beyond the schema: positive weight, resource ordering, a sound queue tree.
 
-- ``spec.weight`` written as 0 is refused (omit it for the default 1);
-- per resource, guarantee <= deserved <= capability, and none negative;
+Volcano's rules (``pkg/webhooks/admission/queues/validate/validate_queue.go``),
+in its wording where scripts match on it:
+
+- ``spec.weight`` >= 1 (the model and the schema say so; a new queue's 0
+  became 1 in the defaults webhook, as in Volcano);
+- per resource, none negative, and guarantee <= deserved <= capability; a
+  guaranteed resource must be deserved too ("deserved[cpu] must be >=
+  guarantee[cpu]=2"), a deserved one must fit the capability ("deserved[cpu]=8
+  must be <= capability[cpu]=4"); a resource without capability is unbounded;
+- the annotations ``volcano.sh/hierarchy`` and ``volcano.sh/hierarchy-weights``
+  come together, with as many ``/``-separated weights as queues, each a
+  number > 0;
 - ``root`` has no parent and can be neither closed nor deleted; ``default``
   cannot be deleted;
 - a parent must exist, and a queue may not end up below itself (cycle);
@@ -17,6 +27,7 @@ from pyextender.api.volcano import Queue
 from pyextender.api.volcano.codec import show
 from pyextender.api.volcano.queue import DEFAULT_QUEUE, ROOT_QUEUE
 from webhook.findings import Findings
+from webhook.mutate_volcano import HIERARCHY, HIERARCHY_WEIGHTS
 from webhook.queues import QueueSource
 
 MAX_DEPTH = 64
@@ -42,25 +53,54 @@ def _check_resources(queue: Queue, found: Findings) -> None:
     deserved = _amounts(spec.deserved, "spec.deserved", found)
     guarantee = _amounts(spec.guarantee.resource, "spec.guarantee.resource", found)
     for name, amount in guarantee.items():
-        if name in deserved and amount > deserved[name]:
+        wanted = spec.guarantee.resource[name]
+        if name not in spec.deserved:
             found.problem(
-                f"spec.guarantee.resource[{name}]",
-                f"must be <= spec.deserved[{name}] ({spec.deserved[name]}), "
-                f"got {spec.guarantee.resource[name]}",
+                f"spec.deserved[{name}]",
+                f"deserved[{name}] must be >= guarantee[{name}]={wanted} "
+                "(a guaranteed resource must be deserved too)",
             )
-        if name in capability and amount > capability[name]:
+        elif name in deserved and deserved[name] < amount:
             found.problem(
-                f"spec.guarantee.resource[{name}]",
-                f"must be <= spec.capability[{name}] ({spec.capability[name]}), "
-                f"got {spec.guarantee.resource[name]}",
+                f"spec.deserved[{name}]",
+                f"deserved[{name}]={spec.deserved[name]} must be >= guarantee[{name}]={wanted}",
             )
     for name, amount in deserved.items():
         if name in capability and amount > capability[name]:
             found.problem(
                 f"spec.deserved[{name}]",
-                f"must be <= spec.capability[{name}] ({spec.capability[name]}), "
-                f"got {spec.deserved[name]}",
+                f"deserved[{name}]={spec.deserved[name]} must be <= "
+                f"capability[{name}]={spec.capability[name]}",
             )
+
+
+def _check_hierarchy(annotations: dict[str, str], found: Findings) -> None:
+    """The annotations of Volcano's older hierarchy form (``root/a/b`` with weights ``1/2/3``)."""
+    hierarchy = annotations.get(HIERARCHY, "")
+    weights = annotations.get(HIERARCHY_WEIGHTS, "")
+    if not hierarchy and not weights:
+        return
+    path = f"metadata.annotations[{HIERARCHY_WEIGHTS}]"
+    if not weights:
+        found.problem(path, f"required when {HIERARCHY} is set (one weight per queue in it)")
+        return
+    queues, parts = hierarchy.split("/"), weights.split("/")
+    if len(queues) != len(parts):
+        found.problem(
+            f"metadata.annotations[{HIERARCHY}]",
+            f"{HIERARCHY} must have the same length with {HIERARCHY_WEIGHTS}: "
+            f"{len(queues)} queues in {show(hierarchy)}, {len(parts)} weights in {show(weights)}",
+        )
+        return
+    for part in parts:
+        try:
+            weight = float(part)
+        except ValueError:
+            found.problem(path, f"{part} in the {weights} is invalid number")
+            return
+        if not weight > 0:  # also refuses nan
+            found.problem(path, f"{part} in the {weights} must be larger than 0")
+            return
 
 
 def _check_parent(queue: Queue, queues: QueueSource, found: Findings) -> None:
@@ -87,15 +127,12 @@ def _check_parent(queue: Queue, queues: QueueSource, found: Findings) -> None:
         current = info.parent
 
 
-def check_queue(
-    queue: Queue, old: Queue | None, operation: str, queues: QueueSource, raw_weight: object
-) -> Findings:
-    """Rules for CREATE and UPDATE. ``raw_weight`` is spec.weight as sent (None when absent)."""
+def check_queue(queue: Queue, old: Queue | None, operation: str, queues: QueueSource) -> Findings:
+    """Rules for CREATE and UPDATE (spec.weight >= 1 is the model's own rule)."""
     found = Findings()
     name = queue.metadata.name
-    if raw_weight is not None and queue.spec.weight == 0:
-        found.problem("spec.weight", "must be > 0, got 0 (omit it for the default weight 1)")
     _check_resources(queue, found)
+    _check_hierarchy(queue.metadata.annotations, found)
     if name == ROOT_QUEUE:
         if queue.spec.parent:
             found.problem(

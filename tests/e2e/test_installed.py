@@ -16,6 +16,7 @@ The last tests upgrade and uninstall the release.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import socket
@@ -216,12 +217,34 @@ def test_webhook_validates_volcano_objects(api: client.ApiClient, installed: Rel
     body = {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "Queue",
-        "metadata": {"name": "bad-weight"},
-        "spec": {"weight": 0},
+        "metadata": {"name": "bad-deserved"},
+        "spec": {"capability": {"cpu": "1"}, "deserved": {"cpu": "2"}},
     }
     with pytest.raises(client.ApiException) as err:
         co.create_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", body)
-    assert err.value.status == 422 and "spec.weight" in str(err.value.body)
+    assert err.value.status == 422
+    assert "deserved[cpu]=2 must be" in json.loads(err.value.body)["message"]
+
+
+def test_webhook_fills_volcano_job_defaults(api: client.ApiClient, installed: Release) -> None:
+    """The chart registers the defaults webhook (Volcano's mutate_job.go): an unnamed task
+    becomes default0 before validation sees it."""
+    co = client.CustomObjectsApi(api)
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "unnamed"},
+        "spec": {
+            "tasks": [
+                {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
+            ]
+        },
+    }
+    made = co.create_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", "default", "jobs", job, dry_run="All"
+    )
+    assert made["spec"]["tasks"][0]["name"] == "default0"
+    assert made["spec"]["minAvailable"] == 2 and made["spec"]["schedulerName"] == "volcano"
 
 
 def test_volcano_job_from_submit_to_completion(

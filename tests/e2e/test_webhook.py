@@ -200,10 +200,10 @@ def queue_doc(name: str, **spec: Any) -> dict[str, Any]:
 
 INVALID: list[tuple[str, tuple[str, str, str], dict[str, Any], list[str]]] = [
     (
-        "queue weight 0",
+        "queue guarantee without deserved",
         QUEUE,
-        queue_doc("wh-bad-weight", weight=0),
-        ['Queue "wh-bad-weight" is invalid', "spec.weight: must be > 0"],
+        queue_doc("wh-bad-guarantee", guarantee={"resource": {"cpu": "1"}}),
+        ['Queue "wh-bad-guarantee" is invalid', "deserved[cpu] must be >= guarantee[cpu]=1"],
     ),
     (
         "queue missing parent",
@@ -215,7 +215,7 @@ INVALID: list[tuple[str, tuple[str, str, str], dict[str, Any], list[str]]] = [
         "queue deserved over capability",
         QUEUE,
         queue_doc("wh-over", capability={"cpu": "4"}, deserved={"cpu": "8"}),
-        ["spec.deserved[cpu]: must be <= spec.capability[cpu]"],
+        ["spec.deserved[cpu]: deserved[cpu]=8 must be <= capability[cpu]=4"],
     ),
     (
         "podgroup missing queue",

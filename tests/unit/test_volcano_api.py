@@ -126,8 +126,8 @@ def test_volcano_defaults_apply() -> None:
     assert job.spec.max_retry == 3
     pg = PodGroup.from_dict({"spec": {"minMember": 1}})
     assert pg.spec.queue_name == "default"
-    q = Queue.from_dict({"metadata": {"name": "a"}, "spec": {"weight": 0}})
-    assert q.spec.effective_weight == 1
+    q = Queue.from_dict({"metadata": {"name": "a"}, "spec": {}})
+    assert q.spec.weight == q.spec.effective_weight == 1
     assert q.parent_name == "root"
 
 
@@ -230,7 +230,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     (
         "weight not int",
         with_(QUEUE, "spec.weight", 1.5),
-        "spec.weight: must be an integer >= 0, got 1.5",
+        "spec.weight: must be an integer >= 1, got 1.5",
     ),
     (
         "bad capability",

@@ -112,9 +112,9 @@ CREATE_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
         ["spec.networkTopology", "must not both be set"],
     ),
     ("queue ok", queue("new", parent="research", weight=2), []),
-    ("queue weight 0", queue("new", weight=0), ["spec.weight: must be > 0"]),
+    ("queue weight 0", queue("new", weight=0), ["spec.weight: must be an integer >= 1, got 0"]),
     ("queue weight omitted", queue("new"), []),
-    ("queue negative weight", queue("new", weight=-1), ["spec.weight", ">= 0"]),
+    ("queue negative weight", queue("new", weight=-1), ["spec.weight", ">= 1"]),
     (
         "queue missing parent",
         queue("new", parent="ghost"),
@@ -124,12 +124,35 @@ CREATE_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "queue deserved over capability",
         queue("new", capability={"cpu": "4"}, deserved={"cpu": "8"}),
-        ["spec.deserved[cpu]: must be <= spec.capability[cpu] (4), got 8"],
+        ["spec.deserved[cpu]: deserved[cpu]=8 must be <= capability[cpu]=4"],
     ),
     (
         "queue guarantee over deserved",
         queue("new", deserved={"nvidia.com/gpu": 2}, guarantee={"resource": {"nvidia.com/gpu": 4}}),
-        ["spec.guarantee.resource[nvidia.com/gpu]", "spec.deserved[nvidia.com/gpu]"],
+        [
+            "spec.deserved[nvidia.com/gpu]: deserved[nvidia.com/gpu]=2 must be >= "
+            "guarantee[nvidia.com/gpu]=4"
+        ],
+    ),
+    (
+        "queue guarantee without deserved",
+        queue("new", guarantee={"resource": {"cpu": "2"}}),
+        ["spec.deserved[cpu]: deserved[cpu] must be >= guarantee[cpu]=2"],
+    ),
+    (
+        "queue guarantee of a resource deserved does not name",
+        queue("new", deserved={"cpu": "4"}, guarantee={"resource": {"cpu": "2", "memory": "1Gi"}}),
+        ["spec.deserved[memory]: deserved[memory] must be >= guarantee[memory]=1Gi"],
+    ),
+    (
+        "queue guarantee <= deserved <= capability",
+        queue(
+            "new",
+            capability={"cpu": "8"},
+            deserved={"cpu": "4", "memory": "8Gi"},
+            guarantee={"resource": {"cpu": "4"}},
+        ),
+        [],
     ),
     ("queue negative capability", queue("new", capability={"cpu": "-1"}), ["spec.capability[cpu]"]),
     ("queue bad quantity", queue("new", capability={"cpu": "lots"}), ["spec.capability[cpu]"]),

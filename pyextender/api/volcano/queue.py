@@ -75,9 +75,11 @@ class QueueSpec(Model):
     """The queue's share of the cluster and where it sits in the queue tree."""
 
     weight: int = attr(
-        "Relative share among sibling queues (proportion plugin). 0 is defaulted to 1.",
+        "Relative share among sibling queues (proportion plugin); at least 1. "
+        "The webhook turns 0 in a new queue into 1, as Volcano's does.",
         default=1,
-        minimum=0,
+        minimum=1,
+        schema_default=True,
     )
     capability: ResourceList = attr(
         "Hard upper limit of resources the queue's jobs may hold.", default_factory=dict
