@@ -109,6 +109,7 @@ def start_informers(ctx: Context, kube: Kube, loop: asyncio.AbstractEventLoop) -
     ctx.commands.start(kube.list_fn(COMMANDS), loop)
     ctx.replicasets.start(kube.apps.list_replica_set_for_all_namespaces, loop)
     ctx.statefulsets.start(kube.apps.list_stateful_set_for_all_namespaces, loop)
+    ctx.priorityclasses.start(kube.scheduling.list_priority_class, loop)
 
 
 def adoption_watch(ctx: Context, opts: Options) -> AdoptionWatch:

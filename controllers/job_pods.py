@@ -13,6 +13,7 @@ Pure functions of the Job document; the Job controller creates what they return.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from controllers import job_plugins
@@ -80,7 +81,7 @@ def _pod_usage(template: dict[str, Any]) -> dict[str, int]:
         return {}
 
 
-def min_resources(job: Job) -> dict[str, str]:
+def min_resources(job: Job, priorities: Mapping[str, int] | None = None) -> dict[str, str]:
     """Resources of the minimal gang, as Volcano's calcPGMinResources: the quota usage
     (pods.quota_usage: ``cpu``, ``requests.cpu``, ``limits.cpu``, ``pods``,
     ``count/pods``, extended resources ...) of the job's first minAvailable pods.
@@ -89,11 +90,17 @@ def min_resources(job: Job) -> dict[str, str]:
     minAvailable, else its replicas), the first minAvailable replicas in task order;
     otherwise each task's minAvailable pods (tasks that set it), capped at the job's
     minAvailable, then further replicas in task order until it is reached.
-    (Volcano orders tasks by their PriorityClass value first; we do not watch
-    PriorityClasses, so spec order stands in for equal priorities.)
+    Task order: by the value of the task template's PriorityClass (``priorities``:
+    class name -> value; unknown or none counts 0), highest first, then as written.
     """
     want = job.spec.gang_size
-    tasks = job.spec.tasks
+    values = priorities or {}
+    tasks = sorted(
+        job.spec.tasks,
+        key=lambda t: (
+            -values.get(str((t.template.get("spec") or {}).get("priorityClassName") or ""), 0)
+        ),
+    )
     total: dict[str, int] = {}
     count = 0
 
@@ -116,13 +123,13 @@ def min_resources(job: Job) -> dict[str, str]:
     return P.format_quota(total)
 
 
-def podgroup_spec(job: Job) -> dict[str, Any]:
+def podgroup_spec(job: Job, priorities: Mapping[str, int] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "minMember": job.spec.gang_size,
         "minTaskMember": {task_name(t): t.min_members for t in job.spec.tasks},
         "queue": job.spec.queue,
         "priorityClassName": job.spec.priority_class_name,
-        "minResources": min_resources(job),
+        "minResources": min_resources(job, priorities),
     }
     if job.spec.network_topology is not None:
         # as Volcano: the mode, and highestTierAllowed or else highestTierName
@@ -136,7 +143,7 @@ def podgroup_spec(job: Job) -> dict[str, Any]:
     return spec
 
 
-def build_podgroup(job: Job) -> dict[str, Any]:
+def build_podgroup(job: Job, priorities: Mapping[str, int] | None = None) -> dict[str, Any]:
     m = job.metadata
     annotations = dict(m.annotations)
     if job.spec.running_estimate:
@@ -152,7 +159,7 @@ def build_podgroup(job: Job) -> dict[str, Any]:
             "annotations": annotations,
             "ownerReferences": [controller_ref(job)],
         },
-        "spec": podgroup_spec(job),
+        "spec": podgroup_spec(job, priorities),
     }
 
 

@@ -67,6 +67,7 @@ class Kube:
         self.coordination = client.CoordinationV1Api(api)
         self.networking = client.NetworkingV1Api(api)
         self.apps = client.AppsV1Api(api)
+        self.scheduling = client.SchedulingV1Api(api)
         self.status_route = StatusRoute(api)
 
     # -- list functions for informers (all namespaces) ----------------------

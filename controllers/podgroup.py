@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from controllers import podgroup_status
@@ -52,7 +52,25 @@ def bare_podgroup_name(pod: Obj) -> str:
     return f"{PODGROUP_PREFIX}{uid}"
 
 
-def bare_podgroup(pod: Obj) -> dict[str, Any]:
+GROUP_MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
+"""On a ReplicaSet (copied there from its Deployment) or StatefulSet: the minMember of
+the PodGroup its pods get, as Volcano reads it from the pod's owners."""
+
+
+def min_member_of(owner_annotations: Mapping[str, str]) -> int:
+    """The owner's group-min-member, else 1 (also for a value that is not an integer
+    >= 0: Volcano logs it and keeps 1)."""
+    raw = owner_annotations.get(GROUP_MIN_MEMBER_ANNOTATION, "")
+    try:
+        value = int(raw)
+    except ValueError:
+        return 1
+    return value if 0 <= value <= 2**31 - 1 else 1
+
+
+def bare_podgroup(pod: Obj, owner_annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Volcano's PodGroup for a pod that names none; minMember from the owner's
+    group-min-member, minResources that many times the pod's quota usage."""
     m = meta(pod)
     ref = P.controller_ref(pod)
     owners = (
@@ -70,9 +88,10 @@ def bare_podgroup(pod: Obj) -> dict[str, Any]:
         ]
     )
     spec = pod.get("spec") or {}
+    min_member = min_member_of(owner_annotations or {})
     try:
         # as Volcano: the pod's quota usage (cpu, requests.cpu, limits.cpu, pods, ...)
-        usage = P.quota_usage(spec)
+        usage = {k: v * min_member for k, v in P.quota_usage(spec).items()}
     except (ValueError, TypeError, AttributeError):
         usage = {}
     body: dict[str, Any] = {
@@ -84,7 +103,7 @@ def bare_podgroup(pod: Obj) -> dict[str, Any]:
             "ownerReferences": owners,
         },
         "spec": {
-            "minMember": 1,
+            "minMember": min_member,
             "priorityClassName": spec.get("priorityClassName") or "",
             "minResources": P.format_quota(usage),
         },
@@ -243,14 +262,31 @@ class PodGroupController(Controller):
                 and P.phase(pod) not in P.TERMINATED
                 and not P.deleting(pod)
             ):
-                created = await ignore_exists(
-                    call(ctx.kube.create, PODGROUPS, ns, bare_podgroup(pod))
-                )
+                body = bare_podgroup(pod, P.annotations_of(owner))
+                created = await ignore_exists(call(ctx.kube.create, PODGROUPS, ns, body))
                 if created:
                     ctx.podgroups.remember(created)
                     self.wrote("podgroup")
                     log.info("%s %s scaled up again: created PodGroup %s", kind, key, pg_name)
                 return
+
+    async def _owner_annotations(self, pod: Obj) -> dict[str, str]:
+        """Annotations of the pod's ReplicaSet or StatefulSet: from the watch cache, or
+        read when the owner's watch event has not come yet (the pod's may come first)."""
+        ref = P.controller_ref(pod)
+        if not ref or ref.get("kind") not in OWNER_KINDS:
+            return {}
+        ns, name = str(meta(pod).get("namespace")), str(ref.get("name"))
+        is_rs = ref.get("kind") == "ReplicaSet"
+        owner = (self.ctx.replicasets if is_rs else self.ctx.statefulsets).get(f"{ns}/{name}")
+        if owner is not None and meta(owner).get("uid") == ref.get("uid"):
+            return P.annotations_of(owner)
+        apps = self.ctx.kube.apps
+        read = apps.read_namespaced_replica_set if is_rs else apps.read_namespaced_stateful_set
+        found = await ignore_missing(call(read, name, ns))
+        if found is None or found.metadata.uid != ref.get("uid"):
+            return {}
+        return dict(found.metadata.annotations or {})
 
     async def _reconcile_bare_pod(self, key: str) -> None:
         ctx = self.ctx
@@ -260,7 +296,8 @@ class PodGroupController(Controller):
         ns, _ = split_key(key)
         pg_name = bare_podgroup_name(pod)
         if ctx.podgroups.get(f"{ns}/{pg_name}") is None:
-            created = await ignore_exists(call(ctx.kube.create, PODGROUPS, ns, bare_podgroup(pod)))
+            body = bare_podgroup(pod, await self._owner_annotations(pod))
+            created = await ignore_exists(call(ctx.kube.create, PODGROUPS, ns, body))
             if created:
                 ctx.podgroups.remember(created)
                 self.wrote("podgroup")

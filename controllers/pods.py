@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controllers.store import Obj, meta
@@ -122,6 +122,16 @@ def format_quota(usage: Mapping[str, int]) -> dict[str, str]:
             if name.startswith(prefix):
                 base = name[len(prefix) :]
         out[name] = format_amount(base, value)
+    return out
+
+
+def priority_values(classes: Iterable[Obj]) -> dict[str, int]:
+    """PriorityClass name -> value."""
+    out: dict[str, int] = {}
+    for pc in classes:
+        value = pc.get("value")
+        if isinstance(value, int):
+            out[str(meta(pc).get("name"))] = value
     return out
 
 

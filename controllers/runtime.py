@@ -76,6 +76,8 @@ class Context:
     replicasets: Store = field(default_factory=lambda: Store("replicasets"))
     statefulsets: Store = field(default_factory=lambda: Store("statefulsets"))
     """Owners whose scale-to-zero removes the PodGroup podgroup.py gave their pods."""
+    priorityclasses: Store = field(default_factory=lambda: Store("priorityclasses"))
+    """Their values order a Job's tasks for its PodGroup's minResources."""
 
     @property
     def stores(self) -> list[Store]:
@@ -89,6 +91,7 @@ class Context:
             self.commands,
             self.replicasets,
             self.statefulsets,
+            self.priorityclasses,
         ]
 
     @property

@@ -143,14 +143,19 @@ def test_owner_scaled_to_zero_loses_its_podgroup(
 
     An old ReplicaSet after a rollout and a StatefulSet scaled to zero lose their
     PodGroups; a ReplicaSet still at one replica keeps its own; scaled back up, the
-    ReplicaSet's surviving pod has its PodGroup again."""
+    ReplicaSet's surviving pod has its PodGroup again. The owner's
+    ``scheduling.volcano.sh/group-min-member`` sets minMember, and minResources is that
+    many pods' worth (buildPodGroupFromPod, getMinMemberFromUpperRes)."""
     core.patch_namespace(ns, {"metadata": {"labels": {names.ENABLED_LABEL: "true"}}})
     apps = client.AppsV1Api(api)
     owners: dict[str, tuple[str, Any]] = {}
     for name, kind in (("old", "ReplicaSet"), ("new", "ReplicaSet"), ("db", "StatefulSet")):
         spec = {"replicas": 1, "selector": {"matchLabels": {"app": name}}}
         spec["template"] = _template(name)
-        body = {"metadata": {"name": name}, "spec": spec}
+        body: dict[str, Any] = {"metadata": {"name": name}, "spec": spec}
+        if name == "new":
+            # from its Deployment: the gang size of the pods' PodGroup
+            body["metadata"]["annotations"] = {"scheduling.volcano.sh/group-min-member": "2"}
         if kind == "ReplicaSet":
             owner = apps.create_namespaced_replica_set(ns, body)
         else:
@@ -163,6 +168,10 @@ def test_owner_scaled_to_zero_loses_its_podgroup(
     for name, pg_name in pg_of.items():
         pg = wait_for(f"{name}'s PodGroup", lambda n=pg_name: get_pg(co, ns, n))
         assert pg["metadata"]["ownerReferences"][0]["name"] == name
+        want = 2 if name == "new" else 1
+        assert pg["spec"]["minMember"] == want
+        assert pg["spec"]["minResources"]["cpu"] == f"{100 * want}m"
+        assert pg["spec"]["minResources"]["count/pods"] == str(want)
 
     for name in ("old", "db"):
         _scale(apps, owners[name][0], ns, name, 0)

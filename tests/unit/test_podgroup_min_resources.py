@@ -156,3 +156,35 @@ def test_a_task_scaled_to_zero_has_no_hosts() -> None:
     hosts = job_plugins.svc_hosts(job)
     assert hosts["db.host"] == "" and hosts["VC_DB_NUM"] == "0"
     assert hosts["VC_W_HOSTS"] == "" and hosts["VC_W_NUM"] == "0"
+
+
+def test_tasks_are_taken_by_priority_class_value_first() -> None:
+    """CalcFirstCountResources sorts the tasks by their template's PriorityClass value
+    (highest first; none or unknown is 0) before taking the first minAvailable pods."""
+    low = _template({"cpu": "1"})
+    high = _template({"cpu": "10"})
+    high["spec"]["priorityClassName"] = "high"
+    job = _job(2, ("a", 3, None, low), ("b", 2, None, high))
+    assert job_pods.min_resources(job)["cpu"] == "2"  # as written: a's pods first
+    assert job_pods.min_resources(job, {"high": 1000})["cpu"] == "20"
+    assert job_pods.podgroup_spec(job, {"high": 1000})["minResources"]["cpu"] == "20"
+    assert job_pods.min_resources(job, {"high": -5})["cpu"] == "2"
+    assert P.priority_values([{"metadata": {"name": "high"}, "value": 1000}]) == {"high": 1000}
+
+
+@pytest.mark.parametrize(
+    ("annotation", "want"),
+    [(None, 1), ("3", 3), ("0", 0), ("-1", 1), ("two", 1)],
+)
+def test_owner_group_min_member(annotation: str | None, want: int) -> None:
+    """pg_controller_handler.go getMinMemberFromUpperRes: the owner's
+    scheduling.volcano.sh/group-min-member, 1 when absent or not an integer >= 0;
+    minResources is that many pods' quota usage."""
+    owner = {} if annotation is None else {podgroup.GROUP_MIN_MEMBER_ANNOTATION: annotation}
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+        "spec": _template({"cpu": "100m"})["spec"],
+    }
+    spec = podgroup.bare_podgroup(pod, owner)["spec"]
+    assert spec["minMember"] == want
+    assert spec["minResources"].get("pods") == (str(want) if want else None)
