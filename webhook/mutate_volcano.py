@@ -31,7 +31,7 @@ from typing import Any
 
 from pyextender.api.names import SCHEDULER_NAME
 from pyextender.api.volcano import Job, Queue
-from pyextender.api.volcano.queue import DEFAULT_QUEUE, ROOT_QUEUE
+from pyextender.api.volcano.queue import DEFAULT_QUEUE, HIERARCHY, HIERARCHY_WEIGHTS, ROOT_QUEUE
 
 Patch = list[dict[str, Any]]
 
@@ -40,8 +40,6 @@ DEFAULT_MAX_RETRY = 3
 DEFAULT_TASK_PREFIX = "default"
 """Unnamed task ``i`` becomes ``default<i>``."""
 HOST_NETWORK_DNS = "ClusterFirstWithHostNet"
-HIERARCHY = "volcano.sh/hierarchy"
-HIERARCHY_WEIGHTS = "volcano.sh/hierarchy-weights"
 PLUGINS_NEEDING_SVC = ("mpi", "pytorch", "tensorflow")
 
 

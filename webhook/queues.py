@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pyextender.api.volcano import Queue, default_queues
-from pyextender.api.volcano.queue import ROOT_QUEUE
+from pyextender.api.volcano.queue import HIERARCHY, ROOT_QUEUE
 
 
 class QueueLookupError(RuntimeError):
@@ -31,6 +31,8 @@ class QueueInfo:
     """Parent queue ("" only for root; an unset parent means root)."""
     state: str = ""
     """status.state; "" while no controller has written it (a new queue is open)."""
+    hierarchy: str = ""
+    """The ``volcano.sh/hierarchy`` annotation ("" when unset)."""
 
     @property
     def is_open(self) -> bool:
@@ -43,13 +45,20 @@ def queue_info(obj: Mapping[str, Any]) -> QueueInfo:
     spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
     status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
     name = str((meta or {}).get("name") or "")
+    annotations = (meta or {}).get("annotations")
+    hierarchy = annotations.get(HIERARCHY) if isinstance(annotations, Mapping) else None
     parent = str((spec or {}).get("parent") or "")
     state = str((status or {}).get("state") or "")
     if name == ROOT_QUEUE:
         parent = ""
     elif not parent:
         parent = ROOT_QUEUE
-    return QueueInfo(name=name, parent=parent, state=state)
+    return QueueInfo(
+        name=name,
+        parent=parent,
+        state=state,
+        hierarchy=hierarchy if isinstance(hierarchy, str) else "",
+    )
 
 
 def _builtin() -> dict[str, QueueInfo]:
@@ -67,6 +76,11 @@ class QueueSource(Protocol):
         """Names of the queues whose parent is ``name``. Raises QueueLookupError."""
         ...
 
+    def hierarchies(self) -> dict[str, str]:
+        """Queue name -> its volcano.sh/hierarchy, for queues that set one.
+        Raises QueueLookupError."""
+        ...
+
 
 class MemoryQueues:
     """Queues held in memory (tests, and dry runs without an API server)."""
@@ -82,6 +96,9 @@ class MemoryQueues:
 
     def children(self, name: str) -> list[str]:
         return sorted(q.name for q in self._queues.values() if q.parent == name)
+
+    def hierarchies(self) -> dict[str, str]:
+        return {q.name: q.hierarchy for q in self._queues.values() if q.hierarchy}
 
 
 class ApiQueues:
@@ -111,12 +128,17 @@ class ApiQueues:
             raise QueueLookupError(f"cannot read queue {name!r}: {exc}") from exc
         return queue_info(obj)
 
-    def children(self, name: str) -> list[str]:
+    def _list(self) -> list[QueueInfo]:
         try:
             listed = self._objects.list_cluster_custom_object(
                 *self._where, _request_timeout=self._timeout
             )
         except Exception as exc:
             raise QueueLookupError(f"cannot list queues: {exc}") from exc
-        infos = [queue_info(o) for o in listed.get("items", []) if isinstance(o, Mapping)]
-        return sorted(q.name for q in infos if q.parent == name)
+        return [queue_info(o) for o in listed.get("items", []) if isinstance(o, Mapping)]
+
+    def children(self, name: str) -> list[str]:
+        return sorted(q.name for q in self._list() if q.parent == name)
+
+    def hierarchies(self) -> dict[str, str]:
+        return {q.name: q.hierarchy for q in self._list() if q.hierarchy}

@@ -11,7 +11,8 @@ in its wording where scripts match on it:
   must be <= capability[cpu]=4"); a resource without capability is unbounded;
 - the annotations ``volcano.sh/hierarchy`` and ``volcano.sh/hierarchy-weights``
   come together, with as many ``/``-separated weights as queues, each a
-  number > 0;
+  number > 0, and no other queue's hierarchy may continue below this one's
+  (``root/sci`` next to ``root/sci/dev``);
 - ``root`` has no parent and can be neither closed nor deleted; ``default``
   cannot be deleted;
 - a parent must exist, and a queue may not end up below itself (cycle);
@@ -25,9 +26,8 @@ from decimal import Decimal
 from pyextender.api.quantity import QuantityError, parse_quantity
 from pyextender.api.volcano import Queue
 from pyextender.api.volcano.codec import show
-from pyextender.api.volcano.queue import DEFAULT_QUEUE, ROOT_QUEUE
+from pyextender.api.volcano.queue import DEFAULT_QUEUE, HIERARCHY, HIERARCHY_WEIGHTS, ROOT_QUEUE
 from webhook.findings import Findings
-from webhook.mutate_volcano import HIERARCHY, HIERARCHY_WEIGHTS
 from webhook.queues import QueueSource
 
 MAX_DEPTH = 64
@@ -74,7 +74,9 @@ def _check_resources(queue: Queue, found: Findings) -> None:
             )
 
 
-def _check_hierarchy(annotations: dict[str, str], found: Findings) -> None:
+def _check_hierarchy(
+    name: str, annotations: dict[str, str], queues: QueueSource, found: Findings
+) -> None:
     """The annotations of Volcano's older hierarchy form (``root/a/b`` with weights ``1/2/3``)."""
     hierarchy = annotations.get(HIERARCHY, "")
     weights = annotations.get(HIERARCHY_WEIGHTS, "")
@@ -84,12 +86,12 @@ def _check_hierarchy(annotations: dict[str, str], found: Findings) -> None:
     if not weights:
         found.problem(path, f"required when {HIERARCHY} is set (one weight per queue in it)")
         return
-    queues, parts = hierarchy.split("/"), weights.split("/")
-    if len(queues) != len(parts):
+    steps, parts = hierarchy.split("/"), weights.split("/")
+    if len(steps) != len(parts):
         found.problem(
             f"metadata.annotations[{HIERARCHY}]",
             f"{HIERARCHY} must have the same length with {HIERARCHY_WEIGHTS}: "
-            f"{len(queues)} queues in {show(hierarchy)}, {len(parts)} weights in {show(weights)}",
+            f"{len(steps)} queues in {show(hierarchy)}, {len(parts)} weights in {show(weights)}",
         )
         return
     for part in parts:
@@ -100,6 +102,14 @@ def _check_hierarchy(annotations: dict[str, str], found: Findings) -> None:
             return
         if not weight > 0:  # also refuses nan
             found.problem(path, f"{part} in the {weights} must be larger than 0")
+            return
+    # a queue's path names a leaf: no other queue may hang below it
+    for other, theirs in sorted(queues.hierarchies().items()):
+        if other != name and theirs.startswith(hierarchy + "/"):
+            found.problem(
+                f"metadata.annotations[{HIERARCHY}]",
+                f"{hierarchy} is not allowed to be in the sub path of {theirs} of queue {other}",
+            )
             return
 
 
@@ -132,7 +142,7 @@ def check_queue(queue: Queue, old: Queue | None, operation: str, queues: QueueSo
     found = Findings()
     name = queue.metadata.name
     _check_resources(queue, found)
-    _check_hierarchy(queue.metadata.annotations, found)
+    _check_hierarchy(name, queue.metadata.annotations, queues, found)
     if name == ROOT_QUEUE:
         if queue.spec.parent:
             found.problem(

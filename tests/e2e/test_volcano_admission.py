@@ -267,3 +267,22 @@ def test_good_queue_with_all_three_levels_is_accepted(
         guarantee={"resource": {"cpu": "4", "memory": "2Gi"}},
     )
     co.create_cluster_custom_object(*QUEUES, doc, dry_run="All")
+
+
+def test_hierarchy_may_not_hold_another_queues_path(
+    webhook: None, co: client.CustomObjectsApi, queues: list[str]
+) -> None:
+    """Volcano: pkg/webhooks/admission/queues/validate/validate_queue.go
+    (validateHierarchicalAttributes: a queue's hierarchy may not be a prefix path of
+    another queue's)."""
+    dev, sci = qname(), qname()
+    deep = {"volcano.sh/hierarchy": f"root/{sci}/dev", "volcano.sh/hierarchy-weights": "1/2/3"}
+    co.create_cluster_custom_object(*QUEUES, queue_doc(dev, deep))
+    queues.append(dev)
+    inner = {"volcano.sh/hierarchy": f"root/{sci}", "volcano.sh/hierarchy-weights": "1/2"}
+    with pytest.raises(client.ApiException) as info:
+        co.create_cluster_custom_object(*QUEUES, queue_doc(sci, inner), dry_run="All")
+    assert info.value.status == 422
+    assert f"root/{sci} is not allowed to be in the sub path of root/{sci}/dev of queue {dev}" in (
+        denial(info.value)
+    )

@@ -175,3 +175,25 @@ def test_hierarchy_annotations(annotations: dict[str, str], expected: str) -> No
         return
     assert not verdict.allowed
     assert expected in verdict.message, verdict.message
+
+
+def test_hierarchy_may_not_hold_another_queues_path() -> None:
+    """Volcano refuses root/sci while root/sci/dev names another queue (not root/scidev)."""
+    dev = queue("dev")
+    dev["metadata"]["annotations"] = {
+        "volcano.sh/hierarchy": "root/sci/dev",
+        "volcano.sh/hierarchy-weights": "1/2/3",
+    }
+    queues = MemoryQueues([dev])
+    sci = queue("sci")
+    sci["metadata"]["annotations"] = {
+        "volcano.sh/hierarchy": "root/sci",
+        "volcano.sh/hierarchy-weights": "1/2",
+    }
+    verdict = validate(request(sci), queues)
+    assert not verdict.allowed
+    assert (
+        "root/sci is not allowed to be in the sub path of root/sci/dev of queue dev"
+    ) in verdict.message
+    sci["metadata"]["annotations"]["volcano.sh/hierarchy"] = "root/sc"
+    assert validate(request(sci), queues).allowed

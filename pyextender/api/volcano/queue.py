@@ -24,6 +24,10 @@ QueueState = Literal["Open", "Closed", "Closing", "Unknown"]
 
 ROOT_QUEUE = "root"
 DEFAULT_QUEUE = "default"
+HIERARCHY = "volcano.sh/hierarchy"
+"""Annotation of Volcano's older queue tree form: the queue's path, e.g. ``root/sci/dev``."""
+HIERARCHY_WEIGHTS = "volcano.sh/hierarchy-weights"
+"""Annotation: one weight per queue of HIERARCHY, e.g. ``1/2/3``."""
 
 
 @model
