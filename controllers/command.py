@@ -83,10 +83,12 @@ class CommandController(Controller):
             job_key = f"{ns}/{target}"
             job = ctx.jobs.get(job_key)
             if job is not None:
+                # Volcano's wording (job_controller_handler.go processNextCommand)
                 ctx.recorder.event(
                     job,
                     "CommandIssued",
-                    f"command {name} asks for {action}; the command is deleted so it runs once",
+                    f"Start to execute command {action}, and clean it up to make sure executed"
+                    " not more than once.",
                 )
             # RestartTask names its task as Volcano's pods do: annotation volcano.sh/task-spec
             task = P.annotations_of(cmd).get(names.VOLCANO_TASK_SPEC, "")

@@ -27,10 +27,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 
 from tests.e2e.kube import wait_for
-from tests.e2e.test_controllers import create_job, get_job, job_phases, live_pods
+from tests.e2e.test_controllers import (
+    JOBS,
+    command,
+    create_job,
+    get_job,
+    job_body,
+    job_phases,
+    live_pods,
+)
 from tests.e2e.test_job_lifecycle import tasks_job, template, ungating
 
 pytestmark = pytest.mark.e2e
@@ -217,3 +225,75 @@ def test_a_delayed_action_is_announced_as_volcano_does(
     )
     executed = sorted(messages(core, ns, "later", "ExecuteAction"))
     assert executed == ["Execute action AbortJob after 2s", "Start to execute action AbortJob "]
+
+
+def test_task_failed_as_volcanos_own_e2e_raises_it(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    """Volcano's test/e2e/jobseq/job_error_handling.go ("job level LifecyclePolicy,
+    Event: TaskFailed; Action: TerminateJob"): the status of one pod of the task with
+    maxRetry 3 is replaced by a single container status with restartCount 4 (no name,
+    as that test writes it); the job goes Terminating with pods terminating, then
+    Terminated, and an ExecuteAction event names TerminateJob."""
+    never = template(None)
+    never["spec"]["restartPolicy"] = "Never"
+    body = tasks_job(
+        "task-failed-terminate-job",
+        [
+            {"name": "success", "replicas": 2, "minAvailable": 2, "template": template(None)},
+            {
+                "name": "failed",
+                "replicas": 2,
+                "minAvailable": 2,
+                "maxRetry": 3,
+                "template": never,
+            },
+        ],
+        policies=[{"event": "TaskFailed", "action": "TerminateJob"}],
+    )
+    name = "task-failed-terminate-job"
+    create_job(co, ns, body)
+    wait_for(
+        "job Running", ungating(core, ns, lambda: job_phases(co, ns, name)[-1:] == ["Running"]), 60
+    )
+    pod = core.read_namespaced_pod(f"{name}-failed-0", ns)
+    pod.status.container_statuses = [
+        client.V1ContainerStatus(name="", image="", image_id="", ready=False, restart_count=4)
+    ]
+    since = co.list_namespaced_custom_object(*JOBS[:2], ns, JOBS[2])["metadata"]["resourceVersion"]
+    core.replace_namespaced_pod_status(pod.metadata.name, ns, pod)
+    # what Volcano's WaitJobPhases watches for: Terminating with pods terminating, then
+    # Terminated
+    seen: list[tuple[str, int]] = []
+    for ev in watch.Watch().stream(
+        co.list_namespaced_custom_object,
+        *JOBS[:2],
+        ns,
+        JOBS[2],
+        resource_version=since,
+        timeout_seconds=60,
+    ):
+        status = ev["object"].get("status") or {}
+        seen.append((status.get("state", {}).get("phase"), status.get("terminating", 0)))
+        if seen[-1][0] == "Terminated":
+            break
+    assert any(phase == "Terminating" and terminating > 0 for phase, terminating in seen), seen
+    assert seen[-1][0] == "Terminated", seen
+    assert any("TerminateJob" in m for m in messages(core, ns, name, "ExecuteAction"))
+
+
+def test_a_command_is_announced_as_volcano_does(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    """An AbortJob Command: ``CommandIssued`` with Volcano's message, then the action's
+    ``ExecuteAction`` (Volcano: job_controller_handler.go processNextCommand, then
+    job_controller.go processNextReq)."""
+    create_job(co, ns, job_body("cmd", replicas=1, runnable=False))
+    wait_for("the pod", lambda: len(live_pods(core, ns)) == 1)
+    command(co, ns, "AbortJob", "Job", "cmd")
+    wait_for("job Aborted", lambda: job_phases(co, ns, "cmd")[-1:] == ["Aborted"])
+    assert messages(core, ns, "cmd", "CommandIssued") == [
+        "Start to execute command AbortJob, and clean it up to make sure executed not more "
+        "than once."
+    ]
+    assert messages(core, ns, "cmd", "ExecuteAction") == ["Start to execute action AbortJob "]
