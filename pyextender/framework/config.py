@@ -20,6 +20,15 @@ and validates it at load time (Volcano silently ignores a misspelt argument;
 we do not). Each plugin's ``arguments`` become an instance of its
 ``PluginSpec.args_type``, a frozen dataclass.
 
+Names of Volcano's own scheduler that we do not run (``volcano_names``: the
+plugin ``network-topology-aware``, the argument
+``predicate.DynamicResourceAllocationEnable``, the action ``shuffle`` ...) and
+names not close to anything we know are accepted and listed in
+``SchedulerConfig.warnings``; a name close to a known one is an error naming
+the suggestion, since a typo would silently switch a feature off. A plugin
+or switch name never seen anywhere is ignored, as Volcano ignores plugins it
+has no builder for; an unknown action is an error, as in Volcano.
+
 How argument keys map onto fields, and which value types are supported:
 see ``pyextender.framework.plugin_args``.
 """
@@ -29,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -37,7 +47,8 @@ from typing import Any
 import yaml
 
 from pyextender.api.volcano.codec import show
-from pyextender.framework.plugin_args import arg, build_args, suggest
+from pyextender.framework import volcano_names as vn
+from pyextender.framework.plugin_args import Lenient, arg, build_args, suggest
 from pyextender.framework.registry import PluginAlias, PluginSpec
 
 ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill", "reservation")
@@ -70,6 +81,7 @@ __all__ = [
     "ACTIONS",
     "PLUGIN_OPTIONS",
     "ConfigError",
+    "ConfigWarning",
     "ConfigWatcher",
     "PluginConfig",
     "SchedulerConfig",
@@ -87,6 +99,23 @@ class ConfigError(ValueError):
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = list(problems)
         super().__init__("; ".join(self.problems))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfigWarning:
+    """A name of the config that loads as something else or is ignored."""
+
+    kind: str
+    """action, plugin, option, argument or key (top-level)."""
+    name: str
+    """The name as written, e.g. ``network-topology-aware``."""
+    message: str
+    """Where it is and why, for logs and ``validate-config``."""
+    mapped_to: str = ""
+    """Our name it loads as; "" when it is ignored."""
+
+    def __str__(self) -> str:
+        return self.message
 
 
 # ---------------------------------------------------------------- parsed config
@@ -123,6 +152,13 @@ class SchedulerConfig:
     tiers: tuple[Tier, ...]
     configurations: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """Per action name: typed arguments when an args type was given, else a plain dict."""
+    warnings: tuple[ConfigWarning, ...] = ()
+    """Names mapped to ours or ignored (see the module docstring), in file order."""
+
+    @property
+    def ignored(self) -> tuple[ConfigWarning, ...]:
+        """The warnings for names that do nothing here."""
+        return tuple(w for w in self.warnings if not w.mapped_to)
 
     def plugin(self, name: str) -> PluginConfig | None:
         for tier in self.tiers:
@@ -185,22 +221,59 @@ def build_config(
 ) -> SchedulerConfig:
     """Validate an already-parsed config document (see load_config)."""
     problems: list[str] = []
+    warnings: list[ConfigWarning] = []
     if not isinstance(doc, Mapping):
         raise ConfigError([f"config must be a mapping with actions and tiers, got {show(doc)}"])
+    top = ("actions", "tiers", "configurations")
     for key in doc:
-        if key not in ("actions", "tiers", "configurations"):
+        if key in top:
+            continue
+        key = str(key)
+        why = vn.TOP_KEYS_IGNORED.get(key)
+        if why is None and not suggest(key, [*top, *vn.TOP_KEYS_IGNORED]):
+            why = "not a key of Volcano's scheduler config either"
+        if why is None:
             problems.append(
-                f'unknown top-level key "{key}" (expected actions, tiers, configurations)'
+                f'unknown top-level key "{key}"{suggest(key, [*top, *vn.TOP_KEYS_IGNORED])} '
+                "(expected actions, tiers, configurations)"
             )
-    action_list = _actions(doc.get("actions"), actions, problems)
-    tiers = _tiers(doc.get("tiers"), plugins, problems)
-    confs = _configurations(doc.get("configurations"), actions, action_args or {}, problems)
+        else:
+            warnings.append(ConfigWarning("key", key, f'top-level key "{key}" ignored: {why}'))
+    raw_actions, inline = _inline_action_arguments(doc.get("actions"), problems)
+    action_list = _actions(raw_actions, actions, problems, warnings)
+    tiers = _tiers(doc.get("tiers"), plugins, problems, warnings)
+    raw_confs = doc.get("configurations")
+    if inline:
+        raw_confs = [*inline, *(raw_confs if isinstance(raw_confs, list) else [])]
+    confs = _configurations(raw_confs, actions, action_args or {}, problems, warnings)
     if problems:
         raise ConfigError(problems)
-    return SchedulerConfig(actions=action_list, tiers=tiers, configurations=confs)
+    return SchedulerConfig(
+        actions=action_list, tiers=tiers, configurations=confs, warnings=tuple(warnings)
+    )
 
 
-def _actions(raw: Any, known: Sequence[str], problems: list[str]) -> tuple[str, ...]:
+def _inline_action_arguments(raw: Any, problems: list[str]) -> tuple[Any, list[Any]]:
+    """Volcano also writes actions as a list of ``{name, arguments}``: (names, configurations)."""
+    if not isinstance(raw, list) or not any(isinstance(a, Mapping) for a in raw):
+        return raw, []
+    names: list[str] = []
+    confs: list[Any] = []
+    for i, entry in enumerate(raw):
+        if isinstance(entry, str):
+            names.append(entry)
+        elif isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+            names.append(entry["name"])
+            if entry.get("arguments") is not None:
+                confs.append({"name": entry["name"], "arguments": entry["arguments"]})
+        else:
+            problems.append(f"actions[{i}]: must be a name or a mapping with a name")
+    return names, confs
+
+
+def _actions(
+    raw: Any, known: Sequence[str], problems: list[str], warnings: list[ConfigWarning]
+) -> tuple[str, ...]:
     if raw is None:
         problems.append('actions: required, e.g. "enqueue, allocate, backfill"')
         return ()
@@ -214,19 +287,36 @@ def _actions(raw: Any, known: Sequence[str], problems: list[str]) -> tuple[str, 
     if not names:
         problems.append("actions: must name at least one action")
     seen: set[str] = set()
-    for name in names:
+    out: list[str] = []
+    for written in names:
+        name = written
+        if name not in known and name in vn.ACTION_MAP and vn.ACTION_MAP[name][0] in known:
+            name, how = vn.ACTION_MAP[written]
+            warnings.append(
+                ConfigWarning(
+                    "action", written, f'actions: "{written}" loads as "{name}": {how}', name
+                )
+            )
         if name not in known:
+            if name in vn.ACTIONS_IGNORED:
+                why = vn.ACTIONS_IGNORED[name]
+                warnings.append(ConfigWarning("action", name, f'actions: "{name}" ignored: {why}'))
+                continue
             problems.append(
-                f'actions: unknown action "{name}"{suggest(name, known)} '
+                f'actions: unknown action "{name}"{suggest(name, [*known, *vn.ACTIONS_IGNORED])} '
                 f"(known: {', '.join(known)})"
             )
         elif name in seen:
-            problems.append(f'actions: "{name}" is listed twice')
+            problems.append(f'actions: "{written}" is listed twice')
+        else:
+            out.append(name)
         seen.add(name)
-    return tuple(names)
+    return tuple(out)
 
 
-def _tiers(raw: Any, specs: Mapping[str, PluginSpec], problems: list[str]) -> tuple[Tier, ...]:
+def _tiers(
+    raw: Any, specs: Mapping[str, PluginSpec], problems: list[str], warnings: list[ConfigWarning]
+) -> tuple[Tier, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
@@ -245,7 +335,7 @@ def _tiers(raw: Any, specs: Mapping[str, PluginSpec], problems: list[str]) -> tu
             continue
         out: list[PluginConfig] = []
         for pi, entry in enumerate(entries):
-            pc = _plugin(entry, f"{where}.plugins[{pi}]", specs, seen, problems)
+            pc = _plugin(entry, f"{where}.plugins[{pi}]", specs, seen, problems, warnings)
             if pc is not None:
                 out.append(pc)
         tiers.append(Tier(plugins=tuple(out)))
@@ -258,6 +348,7 @@ def _plugin(
     specs: Mapping[str, PluginSpec],
     seen: dict[str, str],
     problems: list[str],
+    warnings: list[ConfigWarning],
 ) -> PluginConfig | None:
     if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
         problems.append(f"{where}: must be a mapping with a name, got {show(entry)}")
@@ -270,10 +361,18 @@ def _plugin(
         spec, alias = aliases[written]
     if spec is None:
         names = sorted([*specs, *aliases])
-        problems.append(
-            f'{where}: unknown plugin "{written}"{suggest(written, names)} '
-            f"(known: {', '.join(names)})"
-        )
+        why = vn.PLUGINS_IGNORED.get(written)
+        hint = suggest(written, [*names, *vn.PLUGINS_IGNORED])
+        if why is None and not hint:
+            why = "not a plugin of ours nor of Volcano (Volcano skips it too)"
+        if why is None:
+            problems.append(
+                f'{where}: unknown plugin "{written}"{hint} (known: {", ".join(names)})'
+            )
+        else:
+            warnings.append(
+                ConfigWarning("plugin", written, f'{where}: plugin "{written}" ignored: {why}')
+            )
         return None
     name = spec.name
     label = name if alias is None else f"{written} = {name}"
@@ -288,9 +387,19 @@ def _plugin(
         if key in ("name", "arguments"):
             continue
         if key not in PLUGIN_OPTIONS:
-            problems.append(
-                f'{where} ({written}): unknown option "{key}"{suggest(str(key), PLUGIN_OPTIONS)}'
-            )
+            key = str(key)
+            why = vn.OPTIONS_IGNORED.get(key)
+            hint = suggest(key, [*PLUGIN_OPTIONS, *vn.OPTIONS_IGNORED])
+            if why is None and not hint:
+                why = "not a switch of ours nor of Volcano"
+            if why is None:
+                problems.append(f'{where} ({written}): unknown option "{key}"{hint}')
+            else:
+                warnings.append(
+                    ConfigWarning(
+                        "option", key, f'{where} ({written}): option "{key}" ignored: {why}'
+                    )
+                )
         elif not isinstance(value, bool):
             problems.append(
                 f'{where} ({written}): option "{key}" must be true or false, got {show(value)}'
@@ -300,7 +409,15 @@ def _plugin(
     raw_args = entry.get("arguments")
     if alias is not None and isinstance(raw_args, Mapping):
         raw_args = {alias.arguments.get(str(k), str(k)): v for k, v in raw_args.items()}
-    args = build_args(spec.args_type, raw_args, f"{where} ({label})", problems, plugin=name)
+    foreign = vn.ARGUMENTS_IGNORED.get(name, {})
+    lenient = Lenient(
+        ignored=lambda key: vn.ignored_argument(name, key),
+        close_to=[k for k in foreign if not k.endswith(".")],
+    )
+    args = build_args(
+        spec.args_type, raw_args, f"{where} ({label})", problems, plugin=name, lenient=lenient
+    )
+    warnings.extend(ConfigWarning("argument", k, m) for k, m in lenient.warnings)
     if len(problems) > count:
         return None
     return PluginConfig(
@@ -313,6 +430,7 @@ def _configurations(
     actions: Sequence[str],
     action_args: Mapping[str, type[Any]],
     problems: list[str],
+    warnings: list[ConfigWarning],
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if raw is None:
@@ -329,15 +447,40 @@ def _configurations(
         extra = set(entry) - {"name", "arguments"}
         if extra:
             problems.append(f"{where} ({name}): unknown keys {sorted(map(str, extra))}")
+        if name in vn.ACTION_MAP and name not in actions:
+            name = vn.ACTION_MAP[name][0]
         if name not in actions:
-            problems.append(f'{where}: unknown action "{name}"{suggest(name, actions)}')
+            if name in vn.ACTIONS_IGNORED:
+                warnings.append(
+                    ConfigWarning(
+                        "action", name, f'{where}: configuration of action "{name}" ignored'
+                    )
+                )
+            else:
+                hint = suggest(name, [*actions, *vn.ACTIONS_IGNORED])
+                problems.append(f'{where}: unknown action "{name}"{hint}')
             continue
         arguments = entry.get("arguments")
         args_type = action_args.get(name)
         if args_type is not None:
-            out[name] = build_args(args_type, arguments, f"{where} ({name})", problems)
+            foreign = vn.ACTION_ARGUMENTS_IGNORED.get(name, {})
+            lenient = Lenient(
+                ignored=functools.partial(
+                    vn.ignored_argument, name, tables=vn.ACTION_ARGUMENTS_IGNORED
+                ),
+                close_to=list(foreign),
+            )
+            out[name] = build_args(
+                args_type, arguments, f"{where} ({name})", problems, lenient=lenient
+            )
+            warnings.extend(ConfigWarning("argument", k, m) for k, m in lenient.warnings)
         elif arguments is None or isinstance(arguments, Mapping):
             out[name] = dict(arguments or {})
+            for key in out[name]:  # kept as written, but we know nothing reads these
+                why = vn.ignored_argument(name, str(key), vn.ACTION_ARGUMENTS_IGNORED)
+                if why is not None:
+                    message = f'{where} ({name}): argument "{key}" ignored: {why}'
+                    warnings.append(ConfigWarning("argument", str(key), message))
         else:
             problems.append(f"{where} ({name}): arguments must be a mapping, got {show(arguments)}")
     return out

@@ -42,7 +42,7 @@ import dataclasses
 import datetime as dt
 import difflib
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import (
     Any,
     Literal,
@@ -132,13 +132,48 @@ def _is_dict(tp: Any) -> bool:
     return get_origin(tp) in (dict, Mapping)
 
 
+@dataclasses.dataclass(slots=True)
+class Lenient:
+    """How build_args treats an argument key the args type does not know.
+
+    ``ignored(key)`` gives the reason a key of the other distribution's plugin
+    is not used here (or None); such a key, and any key not close to a known
+    one (``close_to`` adds names to compare with), is skipped with a warning
+    ``(key, message)`` in ``warnings``. A key close to a known one stays a
+    problem: it is most likely a typo of an argument that would then be lost.
+    """
+
+    ignored: Callable[[str], str | None] = lambda key: None
+    close_to: Sequence[str] = ()
+    warnings: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def skip(self, key: str, where: str, known: Sequence[str]) -> bool:
+        why = self.ignored(key)
+        if why is not None:
+            self.warnings.append((key, f'{where}: argument "{key}" ignored: {why}'))
+            return True
+        if suggest(key, [*known, *self.close_to]):
+            return False
+        self.warnings.append(
+            (key, f'{where}: unknown argument "{key}" ignored (not close to any we know)')
+        )
+        return True
+
+
 def build_args(
-    args_type: type[Any], raw: Any, where: str, problems: list[str], plugin: str = ""
+    args_type: type[Any],
+    raw: Any,
+    where: str,
+    problems: list[str],
+    plugin: str = "",
+    *,
+    lenient: Lenient | None = None,
 ) -> Any:
     """Turn an ``arguments`` mapping into an ``args_type`` instance, appending problems.
 
     ``plugin`` is the plugin name used for derived keys (``binpack.weight``).
-    Returns None when there were problems.
+    Returns None when there were problems. Without ``lenient`` every unknown key
+    is a problem; with it, see ``Lenient``.
     """
     if raw is None:
         raw = {}
@@ -163,7 +198,9 @@ def build_args(
             continue
         match = next(((p, n) for p, n in prefixes if key.startswith(p) and len(key) > len(p)), None)
         if match is None:
-            problems.append(f'{where}: unknown argument "{key}"{suggest(key, list(exact))}')
+            if lenient is None or not lenient.skip(key, where, list(exact)):
+                names = [*exact, *(lenient.close_to if lenient else ())]
+                problems.append(f'{where}: unknown argument "{key}"{suggest(key, names)}')
             continue
         prefix, name = match
         item_type = _dict_value_type(hints[name])

@@ -172,6 +172,14 @@ async def serve(opts: ServeOptions) -> int:
     cache = ClusterCache(opts.scheduler_name)
     metrics = Metrics()
     current = [load(opts.config_path)]
+
+    def report(config: SchedulerConfig) -> None:
+        """Log and count what a loaded config maps or ignores (Volcano names we do not run)."""
+        for warning in config.warnings:
+            log.warning("scheduler config: %s", warning.message)
+        metrics.count_ignored((w.kind, w.name) for w in config.ignored)
+
+    report(current[0])
     profile = build_profile(plugins_of(current[0]), metrics.observe_plugin)
     custom = client.CustomObjectsApi(api)
     cache.synced_groups = cache.synced_queues = False
@@ -248,6 +256,7 @@ async def serve(opts: ServeOptions) -> int:
 
         def apply(config: SchedulerConfig) -> None:
             current[0] = config
+            report(config)
             extender.profile = build_profile(plugins_of(config), metrics.observe_plugin)
             log.info("scheduler config reloaded: plugins %s", ", ".join(config.plugin_names))
 

@@ -5,6 +5,8 @@ Names start with ``pyextender_`` and carry their unit.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 # seconds; extender verbs are expected well under 2 ms, binds take longer
@@ -116,6 +118,14 @@ class Metrics:
             "Scheduler config edits rejected (the last good config stays).",
             registry=r,
         )
+        self.config_ignored = Counter(
+            "pyextender_config_ignored_total",
+            "Names of a loaded scheduler config that do nothing here (Volcano's plugins, "
+            "arguments, switches and actions we do not run), by kind and name; counted "
+            "at every (re)load.",
+            ["kind", "name"],
+            registry=r,
+        )
         self.cache_nodes = Gauge(
             "pyextender_cache_nodes", "Nodes in the sidecar cache.", registry=r
         )
@@ -167,6 +177,11 @@ class Metrics:
             ["task"],
             registry=r,
         )
+
+    def count_ignored(self, ignored: Iterable[tuple[str, str]]) -> None:
+        """Count the (kind, name) entries a freshly loaded config ignores."""
+        for kind, name in ignored:
+            self.config_ignored.labels(kind, name).inc()
 
     def observe_plugin(self, plugin: str, point: str, seconds: float) -> None:
         self.plugin_seconds.labels(plugin, point).observe(seconds)

@@ -22,10 +22,18 @@ def register(sub: Any) -> None:
             "Load a scheduler config as `pyextender serve --config` would. Prints every "
             "problem (unknown plugin, action, option or argument; wrong type) and exits 1, "
             "or prints what would run and exits 0. Vendor plugin names such as gpu-aware "
-            "and gpu-podaffinity load as the plugins they stand for."
+            "and gpu-podaffinity load as the plugins they stand for. Names of Volcano's "
+            "scheduler that pyextender does not run (e.g. the plugin network-topology-aware, "
+            "the argument predicate.DynamicResourceAllocationEnable, the action shuffle) are "
+            "listed as warnings, one per line; a name close to a known one is a problem."
         ),
     )
     p.add_argument("file", help="the scheduler config YAML")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when any name is ignored (warnings count as problems)",
+    )
     p.set_defaults(func=run)
 
 
@@ -56,4 +64,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     print(f"{args.file}: ok", file=out)
     for line in summary(config):
         print(f"  {line}", file=out)
-    return 0
+    for warning in config.warnings:
+        label = "note" if warning.mapped_to else "warning"
+        print(f"  {label}: {warning.message}", file=out)
+    ignored = len(config.ignored)
+    if ignored:
+        print(f"{args.file}: {ignored} name{'s' if ignored != 1 else ''} ignored", file=out)
+    return 1 if args.strict and ignored else 0

@@ -359,8 +359,8 @@ BAD: list[tuple[str, str, str]] = [
     ("unknown top-level key", "actions: allocate\ntier: []\n", 'unknown top-level key "tier"'),
     (
         "configuration of unknown action",
-        "actions: allocate\nconfigurations:\n- name: shuffle\n",
-        'configurations[0]: unknown action "shuffle"',
+        "actions: allocate\nconfigurations:\n- name: alocate\n",
+        'configurations[0]: unknown action "alocate" (did you mean "allocate"?)',
     ),
     ("not yaml", "actions: [\n", "not valid YAML"),
     (
@@ -381,7 +381,7 @@ def test_bad_config_names_the_problem(name: str, text: str, expected: str) -> No
 
 def test_all_problems_reported_together() -> None:
     text = (
-        'actions: "allocat"\ntiers:\n- plugins:\n  - name: nope\n  - {name: binpack, '
+        'actions: "allocat"\ntiers:\n- plugins:\n  - name: binpak\n  - {name: binpack, '
         "arguments: {binpack.weight: x}}\n"
     )
     with pytest.raises(ConfigError) as info:

@@ -1,0 +1,70 @@
+"""The sidecar runs each scheduler config Volcano ships, schedules a gang with it and
+exposes what it ignores.
+
+The configs are Volcano's own files (``tests/fixtures/volcano-configs``, origins in
+its README: ``installer/helm/chart/volcano/config/*.conf``, ``docs/user-guide/*``,
+``docs/design/*``). Volcano's behaviour read in ``pkg/scheduler/framework/framework.go``
+(OpenSession skips a plugin it has no builder for, with an error log) and
+``pkg/scheduler/util.go`` (UnmarshalSchedulerConf). Ours: the names we do not run are
+ignored with a warning log line and ``pyextender_config_ignored_total{kind,name}``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from devcluster.cluster import Cluster, ClusterState
+from tests.e2e.kube import bound_of, gang, metrics, wait_for
+from tests.fixtures.volcano_configs import FOLDER, IGNORED
+
+IGNORED_METRIC = "pyextender_config_ignored_total"
+
+
+@pytest.fixture(scope="module")
+def restore_default_sidecar(cluster: Cluster) -> Iterator[Cluster]:
+    """Other modules expect the sidecar with its built-in config: put it back after."""
+    yield cluster
+    cluster.stop_role("sidecar")
+    cluster.start_sidecar()
+    cluster.wait_sidecar_ready()
+
+
+def _ignored_series(url: str) -> dict[tuple[str, str], float]:
+    out: dict[tuple[str, str], float] = {}
+    for key, value in metrics(url).items():
+        if key.startswith(IGNORED_METRIC + "{"):
+            labels = dict(
+                part.split("=", 1) for part in key[len(IGNORED_METRIC) + 1 : -1].split(",")
+            )
+            out[(labels["kind"].strip('"'), labels["name"].strip('"'))] = value
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(IGNORED))
+def test_sidecar_runs_volcanos_config_and_counts_what_it_ignores(
+    name: str,
+    restore_default_sidecar: Cluster,
+    state: ClusterState,
+    core: client.CoreV1Api,
+    api: client.ApiClient,
+    namespace: str,
+) -> None:
+    cluster = restore_default_sidecar
+    started = time.monotonic()
+    cluster.stop_role("sidecar")
+    cluster.start_sidecar(extra_args=[f"--config={FOLDER / name}"])
+    cluster.wait_sidecar_ready()
+    url = state.extender_url
+    assert _ignored_series(url) == dict.fromkeys(IGNORED[name], 1.0)
+    log = (Path(state.logs) / "sidecar.log").read_text()
+    for kind, ignored in IGNORED[name]:
+        assert f'"{ignored}" ignored' in log, (kind, ignored)
+    # all or nothing still: a gang of two whole-GPU pods is placed together
+    names = gang(core, api, namespace, "vc", size=2, gpus=1)
+    wait_for("the gang bound", lambda: bound_of(core, namespace, names) == 2, timeout=60)
+    assert time.monotonic() - started < 60
