@@ -483,15 +483,17 @@ class JobController(Controller):
         ns = job.metadata.namespace
         name = job_pods.podgroup_name(job.metadata.name, job.metadata.uid)
         pg = ctx.podgroups.get(f"{ns}/{name}")
+        # minResources counts the tasks of the highest PriorityClass first, as Volcano
+        priorities = P.priority_values(ctx.priorityclasses.values())
         if pg is None:
             created = await ignore_exists(
-                call(ctx.kube.create, PODGROUPS, ns, job_pods.build_podgroup(job))
+                call(ctx.kube.create, PODGROUPS, ns, job_pods.build_podgroup(job, priorities))
             )
             if created:
                 ctx.podgroups.remember(created)
                 self.wrote("podgroup")
             return created
-        want = job_pods.podgroup_spec(job)
+        want = job_pods.podgroup_spec(job, priorities)
         have = pg.get("spec") or {}
         diff = {k: v for k, v in want.items() if k != "queue" and have.get(k, type(v)()) != v}
         if diff:

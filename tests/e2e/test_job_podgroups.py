@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 
 from pyextender.api import names
-from tests.e2e.kube import pod, wait_for
+from tests.e2e.kube import pod, priority_class, wait_for
 from tests.e2e.test_controllers import create_job, get_pg, job_phases
 
 pytestmark = pytest.mark.e2e
@@ -95,6 +95,48 @@ def test_job_podgroup_min_resources_has_volcanos_quota_keys(
     assert phase in ("Inqueue", "Running"), phase
     bound = [p for p in core.list_namespaced_pod(ns).items if p.spec.node_name]
     assert len(bound) >= 3
+
+
+def test_job_min_resources_take_high_priority_tasks_first(
+    co: client.CustomObjectsApi, api: client.ApiClient, ns: str
+) -> None:
+    """Volcano: pkg/controllers/job/job_controller_actions.go (calcPGMinResources
+    orders the tasks by their template's PriorityClass value) and
+    pkg/controllers/job/job_controller_util.go (CalcFirstCountResources).
+
+    minAvailable 2 of a (3 x 100m, no class) then b (2 x 1 CPU, a class of value
+    1000): b's two pods count, not the first two written."""
+    pc = f"high-{ns}"
+    priority_class(api, pc, 1000)
+    try:
+
+        def template(cpu: str, klass: str = "") -> dict[str, Any]:
+            spec: dict[str, Any] = {"containers": [_container({"cpu": cpu}, {})]}
+            if klass:
+                spec["priorityClassName"] = klass
+            return {"spec": spec}
+
+        tasks = [
+            {"name": "a", "replicas": 3, "template": template("100m")},
+            {"name": "b", "replicas": 2, "template": template("1", pc)},
+        ]
+        job = create_job(
+            co,
+            ns,
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": "prio"},
+                "spec": {"minAvailable": 2, "schedulerName": "default-scheduler", "tasks": tasks},
+            },
+        )
+        pg = wait_for(
+            "the job's PodGroup", lambda: get_pg(co, ns, f"prio-{job['metadata']['uid']}")
+        )
+        assert pg["spec"]["minResources"]["cpu"] == "2"
+        assert pg["spec"]["minResources"]["pods"] == "2"
+    finally:
+        client.SchedulingV1Api(api).delete_priority_class(pc)
 
 
 def _owner_ref(kind: str, obj: Any) -> dict[str, Any]:
