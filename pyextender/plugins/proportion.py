@@ -7,15 +7,27 @@ the split repeats until nothing is left or nobody wants more. ``capacity``
 is the same plugin, but a queue's explicit ``spec.deserved`` wins over the
 weight split (Volcano's capacity plugin).
 
-Admission (enqueue): allocated + admitted + the job's minimum must stay
-within the queue's capability, and within what the other queues' guarantees
-leave; and, for every ancestor queue (``spec.parent``, up to root), the sum
-over that ancestor's subtree must stay within the ancestor's capability.
+Guarantees follow the queue tree (``spec.parent``): a parent's guarantee is what its
+subtree keeps out of everyone else's reach, and its children's guarantees are carved
+out of it; a parent that sets none on a resource reserves the sum of its children's.
+So a queue may reach at most min(capability, what its parent may reach - the
+guarantees of the parent's children + its own guarantee), from the cluster down
+(Volcano's capacity plugin, checkHierarchicalQueue / realCapability). Children whose
+guarantees add up to more than their parent's are a misconfiguration (Volcano logs
+it): their guarantees are then honoured only within the parent's, scaled to fit it
+in the deserved split. Flat setups: every queue's reach is the cluster minus the
+other queues' guarantees, as before.
+
+Admission (enqueue): allocated + admitted + the job's minimum must stay within the
+queue's reach, and, for every ancestor queue (up to root), the sum over that
+ancestor's subtree must stay within the ancestor's reach.
 Reclaim: only from reclaimable queues above their deserved share,
 and only while they stay at or above it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -66,8 +78,14 @@ def water_fill(
     want: dict[str, FloatArray],
     floor: dict[str, FloatArray],
 ) -> dict[str, FloatArray]:
-    """Split ``total`` among queues by weight, never above ``want``; start at ``floor``."""
-    deserved = {n: np.minimum(floor[n], want[n]).astype(np.float64) for n in weights}
+    """Split ``total`` among queues by weight, never above ``want``; start at ``floor``
+    (floors that add up to more than ``total`` are scaled down to fit it)."""
+    start = {n: np.minimum(floor[n], want[n]).astype(np.float64) for n in weights}
+    asked = sum(start.values(), np.zeros_like(total))
+    fit = np.ones_like(total)
+    over = asked > total + _EPS
+    fit[over] = np.maximum(total[over], 0.0) / asked[over]
+    deserved = {n: v * fit for n, v in start.items()}
     remaining = total - sum(deserved.values(), np.zeros_like(total))
     remaining = np.maximum(remaining, 0.0)
     active = {n for n in weights if (want[n] - deserved[n] > _EPS).any()}
@@ -101,6 +119,7 @@ def tree_fill(
     more member with its weight. Returns each queue's own deserved (what its own jobs
     may hold). A missing parent, or a parent chain that loops, makes a queue top-level."""
     kids = _children(parents)
+    floor = effective_guarantees(parents, floor)
     want: dict[str, FloatArray] = {}
 
     def subtree(n: str) -> FloatArray:
@@ -131,14 +150,66 @@ def tree_fill(
     return {n: own.get(n, np.zeros_like(total)) for n in parents}
 
 
+def effective_guarantees(
+    parents: dict[str, str], guarantee: dict[str, FloatArray]
+) -> dict[str, FloatArray]:
+    """Per queue, what its subtree reserves: its own guarantee on each resource it sets
+    one for (> 0), else the sum of its children's (recursively)."""
+    kids = _children(parents)
+    out: dict[str, FloatArray] = {}
+
+    def walk(n: str) -> FloatArray:
+        below = sum((walk(k) for k in kids.get(n, [])), np.zeros_like(guarantee[n]))
+        out[n] = np.where(guarantee[n] > _EPS, guarantee[n], below)
+        return out[n]
+
+    for top in kids.get("root", []):
+        walk(top)
+    return out
+
+
+def reaches(
+    total: FloatArray,
+    parents: dict[str, str],
+    guarantee: dict[str, FloatArray],
+    cap: dict[str, FloatArray],
+) -> dict[str, FloatArray]:
+    """Per queue, the most its subtree may hold: min(capability, what its parent may
+    reach - the parent's children's guarantees + its own), from ``total`` down."""
+    kids = _children(parents)
+    g = effective_guarantees(parents, guarantee)
+    out: dict[str, FloatArray] = {}
+
+    def split(parent: str, reach: FloatArray) -> None:
+        names = kids.get(parent, [])
+        held = sum((g[n] for n in names), np.zeros_like(reach))
+        free = np.maximum(reach - held, 0.0)
+        for n in names:
+            out[n] = np.minimum(cap[n], free + g[n])
+            split(n, out[n])
+
+    split("root", total.astype(np.float64))
+    return out
+
+
 class Proportion:
     name = "proportion"
     explicit_deserved = False
 
     def __init__(self, args: Args) -> None:
         self.args = args
+        self._reach: tuple[int, dict[str, FloatArray]] = (0, {})
+        """(id of the session, queue -> reach) computed at open_session."""
+
+    def reach(self, ssn: Session, q: QueueState) -> FloatArray:
+        """The most q's subtree may hold (see ``reaches``)."""
+        if self._reach[0] != id(ssn):
+            self._reach = (id(ssn), _session_reaches(ssn))
+        got = self._reach[1].get(q.name)
+        return got if got is not None else _cap(ssn, q)
 
     def open_session(self, ssn: Session) -> None:
+        self._reach = (id(ssn), _session_reaches(ssn))
         queues = {n: q for n, q in ssn.queues.items() if n != "root"}
         own_want = {
             n: np.minimum(q.request.astype(np.float64), _cap(ssn, q)) for n, q in queues.items()
@@ -172,16 +243,12 @@ class Proportion:
             return unschedulable(self.name, f'queue "{job.queue}" does not exist', structural=True)
         if not q.view.open:
             return unschedulable(self.name, f'queue "{q.name}" is {q.view.state}', structural=True)
+        # ancestors first: a limit inherited from a parent is reported as the parent's
+        parents = _within_ancestors(ssn, q, request, self.name, self.reach)
+        if not parents.ok:
+            return parents
         cap = _cap(ssn, q)
-        others = sum(
-            (
-                _vec(ssn, o.view.guarantee)
-                for n, o in ssn.queues.items()
-                if n not in (q.name, "root")
-            ),
-            np.zeros_like(ssn.total),
-        )
-        real = np.minimum(cap, (ssn.total - others).astype(np.float64))
+        real = self.reach(ssn, q)
         after = q.allocated + q.inqueue + request
         over = np.flatnonzero((after > real) & (request > 0))
         if over.shape[0]:
@@ -193,14 +260,14 @@ class Proportion:
                 f'queue "{q.name}" {limit} exceeded: {name} '
                 f"{format_amount(name, int(after[c]))}/{format_amount(name, int(real[c]))}",
             )
-        return _within_ancestors(ssn, q, request, self.name)
+        return SUCCESS
 
     def allocatable(self, ssn: Session, queue: QueueState, request: IntArray) -> bool:
-        """An elastic member: its queue's capability and every ancestor's still hold."""
+        """An elastic member: its queue's reach and every ancestor's still hold."""
         after = queue.allocated + queue.inqueue + request
-        if ((after > _cap(ssn, queue)) & (request > 0)).any():
+        if ((after > self.reach(ssn, queue)) & (request > 0)).any():
             return False
-        return _within_ancestors(ssn, queue, request, self.name).ok
+        return _within_ancestors(ssn, queue, request, self.name, self.reach).ok
 
     def overused(self, ssn: Session, queue: QueueState) -> bool:
         used = queue.allocated > 0
@@ -270,14 +337,21 @@ def _ancestors(ssn: Session, q: QueueState) -> list[QueueState]:
     return out
 
 
-def _within_ancestors(ssn: Session, q: QueueState, request: IntArray, plugin: str) -> Status:
-    """A parent's capability bounds the sum of its subtree (itself and every queue
-    below it): allocated + admitted + this job's minimum."""
+def _within_ancestors(
+    ssn: Session,
+    q: QueueState,
+    request: IntArray,
+    plugin: str,
+    reach: Callable[[Session, QueueState], FloatArray],
+) -> Status:
+    """A parent's reach (its capability, less what the guarantees of queues outside
+    its subtree keep) bounds the sum of its subtree (itself and every queue below it):
+    allocated + admitted + this job's minimum."""
     chain = _ancestors(ssn, q)
     if not chain:
         return SUCCESS
     for a in chain:
-        cap = _cap(ssn, a)
+        cap = reach(ssn, a)
         if np.isinf(cap).all():
             continue
         held = sum(
@@ -293,12 +367,27 @@ def _within_ancestors(ssn: Session, q: QueueState, request: IntArray, plugin: st
         if over.shape[0]:
             c = int(over[0])
             name = ssn.state.resources[c]
+            limit = (
+                "capability"
+                if _cap(ssn, a)[c] <= cap[c]
+                else "share left by other queues' guarantees"
+            )
             return unschedulable(
                 plugin,
-                f'queue "{q.name}": parent queue "{a.name}" capability exceeded: {name} '
+                f'queue "{q.name}": parent queue "{a.name}" {limit} exceeded: {name} '
                 f"{format_amount(name, int(after[c]))}/{format_amount(name, int(cap[c]))}",
             )
     return SUCCESS
+
+
+def _session_reaches(ssn: Session) -> dict[str, FloatArray]:
+    queues = {n: q for n, q in ssn.queues.items() if n != "root"}
+    return reaches(
+        ssn.total.astype(np.float64),
+        {n: q.view.parent for n, q in queues.items()},
+        {n: _vec(ssn, q.view.guarantee).astype(np.float64) for n, q in queues.items()},
+        {n: _cap(ssn, q) for n, q in queues.items()},
+    )
 
 
 def _share(allocated: IntArray, deserved: FloatArray) -> float:

@@ -195,3 +195,37 @@ def test_preempt_stays_within_the_parents_capability(
         wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
         for name in (a, b, team):
             custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)
+
+
+def test_a_parents_guarantee_holds_its_childrens(
+    core: client.CoreV1Api, api: client.ApiClient, namespace: str, sidecar: str
+) -> None:
+    """16 GPUs. team guarantees 8, and its child a 8 of those (inside team's, not on
+    top of them). x, outside team, may grow to 8 GPUs and no further, even with the
+    rest idle; a's 8-GPU gang then runs at once. As Volcano's capacity plugin
+    (pkg/scheduler/plugins/capacity/capacity.go, checkHierarchicalQueue: a child's
+    realCapability is its parent's less the children's guarantees plus its own)."""
+    suffix = uuid.uuid4().hex[:6]
+    team, a, x = f"team{suffix}", f"a{suffix}", f"x{suffix}"
+    eight = {"nvidia.com/gpu": "8"}
+    queue(api, team, guarantee={"resource": eight}, deserved=eight)
+    queue(api, a, parent=team, guarantee={"resource": eight}, deserved=eight)
+    queue(api, x)
+    custom = client.CustomObjectsApi(api)
+    try:
+        xs = gang(core, api, namespace, "xs", 4, gpus=4, min_member=1, queue_name=x)
+        wait_for("x holds 8 GPUs", lambda: bound_of(core, namespace, xs) == 2, timeout=60)
+        cycles_pass(sidecar, n=5)
+        assert bound_of(core, namespace, xs) == 2  # the other 8 stay team's
+        why = condition(api, namespace, "xs", "Unschedulable")
+        mine = gang(core, api, namespace, "as", 2, gpus=4, queue_name=a)
+        wait_for("a's gang bound", lambda: bound_of(core, namespace, mine) == 2, timeout=60)
+        assert bound_of(core, namespace, xs) == 2, why
+    finally:
+        custom.delete_collection_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
+        )
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
+        for name in (a, team, x):
+            custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)
