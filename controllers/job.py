@@ -157,9 +157,14 @@ class JobController(Controller):
             event, exit_code = "PodFailed", P.exit_code(new)
         elif after == "Succeeded" and before != "Succeeded" and self._task_completed(job_key, task):
             event = "TaskCompleted"
-        elif P.restart_count(new) > (
-            P.restart_count(old) if old is not None else 0
-        ) and self._task_failed(job_key, task):
+        elif (
+            after in ("Pending", "Running")
+            and old is not None
+            and not P.deleting(new)
+            and self._task_failed(job_key, task)
+        ):
+            # Volcano's updatePod: any update of a task's Pending/Running pod while the
+            # task's restarts are over its maxRetry (so also after maxRetry is lowered)
             event = "TaskFailed"
         if (
             event == "OutOfSync"
@@ -188,11 +193,14 @@ class JobController(Controller):
         raw = self.ctx.jobs.get(job_key)
         if raw is None:
             return False
+        pods = self.ctx.pods.by_index("job", job_key)
+        if not any(P.restart_count(p) for p in pods if _task_of(p) == task):
+            return False  # the common case, without decoding the Job
         try:
             job = Job.from_dict(raw)
         except FieldError:
             return False
-        return job_state.task_restarts_exceeded(job, task, self.ctx.pods.by_index("job", job_key))
+        return job_state.task_restarts_exceeded(job, task, pods)
 
     # -- delayed actions (a policy's timeout) ---------------------------------------
     def _delay(self, key: str, req: Request, action: str, seconds: float) -> None:

@@ -82,7 +82,9 @@ INTERNAL_ACTIONS = frozenset({SYNC})
 
 def task_restarts_exceeded(job: Job, task: str, pods: Iterable[Obj]) -> bool:
     """Volcano's TaskFailed: the container restarts of the task's Pending/Running pods
-    add up to more than the task's maxRetry (0 stands for Volcano's default, 3)."""
+    add up to more than the task's maxRetry (0 stands for Volcano's default, 3). Pods
+    being deleted do not count: they are a restarted run's leftovers, whose restarts
+    would otherwise fail the new run at once."""
     spec = next((t for t in job.spec.tasks if t.name == task), None)
     if spec is None or spec.replicas == 0 or spec.max_retry == NO_RETRY_LIMIT:
         return False
@@ -92,6 +94,7 @@ def task_restarts_exceeded(job: Job, task: str, pods: Iterable[Obj]) -> bool:
         for p in pods
         if P.annotations_of(p).get(names.VOLCANO_TASK_SPEC) == task
         and P.phase(p) in ("Pending", "Running")
+        and not P.deleting(p)
     )
     return restarts > limit
 

@@ -297,3 +297,43 @@ def test_a_command_is_announced_as_volcano_does(
         "than once."
     ]
     assert messages(core, ns, "cmd", "ExecuteAction") == ["Start to execute action AbortJob "]
+
+
+def test_task_failed_after_max_retry_is_lowered(
+    co: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    """Volcano raises TaskFailed on any update of a task's Pending/Running pod while its
+    restarts are over maxRetry, not only when a restart count rises: 3 restarts are
+    within maxRetry 5; after maxRetry is lowered to 2 (an allowed Job update), the next
+    update of a pod (a label here) terminates the job."""
+    body = tasks_job(
+        "low",
+        [{"name": "worker", "replicas": 2, "maxRetry": 5, "template": template(None)}],
+        policies=[{"event": "TaskFailed", "action": "TerminateJob"}],
+    )
+    create_job(co, ns, body)
+    wait_for("both pods Running", ungating(core, ns, lambda: running(core, ns, 2)), 60)
+    status = {
+        "containerStatuses": [
+            {
+                "name": "c",
+                "image": "busybox",
+                "imageID": "",
+                "ready": True,
+                "restartCount": 3,
+                "state": {"running": {}},
+            }
+        ]
+    }
+    core.patch_namespaced_pod_status("low-worker-0", ns, {"status": status})
+    job = get_job(co, ns, "low") or {}
+    tasks = job["spec"]["tasks"]
+    tasks[0]["maxRetry"] = 2
+    co.patch_namespaced_custom_object(*JOBS[:2], ns, JOBS[2], "low", {"spec": {"tasks": tasks}})
+    wait_for(
+        "the lower maxRetry stored",
+        lambda: (get_job(co, ns, "low") or {})["spec"]["tasks"][0]["maxRetry"] == 2,
+    )
+    core.patch_namespaced_pod("low-worker-1", ns, {"metadata": {"labels": {"touched": "yes"}}})
+    wait_for("job Terminated", lambda: job_phases(co, ns, "low")[-1:] == ["Terminated"], 60)
+    assert messages(core, ns, "low", "ExecuteAction") == ["Start to execute action TerminateJob "]

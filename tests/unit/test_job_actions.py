@@ -84,3 +84,10 @@ def test_task_max_retry_minus_one_never_raises_task_failed() -> None:
 )
 def test_delays_print_as_go_durations(seconds: float, text: str) -> None:
     assert go_duration(seconds) == text
+
+
+def test_pods_being_deleted_do_not_count_toward_task_failed() -> None:
+    job = make_job([{"name": "w", "replicas": 2, "maxRetry": 2, "template": TEMPLATE}])
+    old_run = pod("w", restarts=3, deleting=True)
+    assert not job_state.task_restarts_exceeded(job, "w", [old_run, pod("w")])
+    assert job_state.task_restarts_exceeded(job, "w", [pod("w", restarts=3), pod("w")])
