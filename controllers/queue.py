@@ -3,7 +3,9 @@
 Creates ``root`` and ``default`` when they are missing (at leadership start),
 and keeps each Queue's status current: state (Open/Closing/Closed, changed by
 OpenQueue/CloseQueue Commands), PodGroups per phase and ``allocated``, the sum
-of requests of its PodGroups' bound, non-terminated pods (queue_status).
+of requests of the bound, non-terminated pods of its PodGroups and of every queue
+below it (queue_status), as Volcano's scheduler writes it
+(pkg/scheduler/framework/session.go, updateQueueStatus).
 
 The queue tree (``spec.parent``) follows Volcano's queue controller
 (pkg/controllers/queue/queue_controller_action.go): closing a queue closes its
@@ -55,11 +57,37 @@ class QueueController(Controller):
             # parent, or a status written by someone else)
             for child in self.ctx.queues.by_index("parent", key):
                 self.queue.add(str(meta(child).get("name")))
+        moved = [queue_status.parent_of(q) for q in (old, new) if q is not None]
+        if old is None or new is None or len(set(moved)) > 1:
+            # a parent's allocated counts its subtree: the old and new chains change
+            for parent in moved:
+                self._with_ancestors(parent)
 
     def _on_podgroup(self, key: str, old: Obj | None, new: Obj | None) -> None:
         for obj in (old, new):
             if obj is not None:
-                self.queue.add(queue_status.queue_of(obj))
+                self._with_ancestors(queue_status.queue_of(obj))
+
+    def _with_ancestors(self, name: str) -> None:
+        """Queue ``name`` and every queue above it (their allocated includes it)."""
+        seen: set[str] = set()
+        while name and name not in seen:
+            seen.add(name)
+            self.queue.add(name)
+            q = self.ctx.queues.get(name)
+            name = queue_status.parent_of(q) if q is not None else ""
+
+    def subtree(self, name: str) -> list[str]:
+        """``name`` and every queue below it (a parent chain that loops is cut)."""
+        out = [name]
+        seen = {name}
+        for current in out:
+            for child in self.ctx.queues.by_index("parent", current):
+                n = str(meta(child).get("name"))
+                if n not in seen:
+                    seen.add(n)
+                    out.append(n)
+        return out
 
     def _on_pod(self, key: str, old: Obj | None, new: Obj | None) -> None:
         before = old is not None and P.holds_resources(old)
@@ -71,7 +99,7 @@ class QueueController(Controller):
         group = P.group_name(pod)
         pg = self.ctx.podgroups.get(f"{meta(pod).get('namespace')}/{group}") if group else None
         if pg is not None:
-            self.queue.add(queue_status.queue_of(pg))
+            self._with_ancestors(queue_status.queue_of(pg))
 
     def command(self, queue: str, action: str, why: str = "command") -> None:
         """Run OpenQueue/CloseQueue on ``queue`` at its next reconcile; the last one wins."""
@@ -126,9 +154,12 @@ class QueueController(Controller):
                 await self._mark(child, "true")
                 self.command(name, "CloseQueue", f"parent queue {key} closed")
         pgs = ctx.podgroups.by_index("queue", key)
+        # as Volcano's scheduler writes it: a queue's allocated counts its whole subtree
+        # (root's, everything); its PodGroup counts are its own
         members = [
             pod
-            for pg in pgs
+            for name in self.subtree(key)
+            for pg in ctx.podgroups.by_index("queue", name)
             for pod in ctx.pods.by_index(
                 "group", f"{meta(pg).get('namespace')}/{meta(pg).get('name')}"
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controllers.queue_status import CLOSED_BY_PARENT, TreeSteps, tree_steps
+from controllers.queue_status import CLOSED_BY_PARENT, TreeSteps, allocated, tree_steps
 
 
 def q(name: str, state: str = "Open", parent: str = "", mark: str | None = None) -> dict[str, Any]:
@@ -57,3 +57,19 @@ def test_sync_follows_the_parent() -> None:
     assert tree_steps(q("a", "Closed", "t", "true"), q("t"), [], None).follow == "OpenQueue"
     assert tree_steps(q("a", "Closed", "t"), q("t"), [], None) == TreeSteps()
     assert tree_steps(q("a", "Closed", "t", "false"), q("t"), [], None) == TreeSteps()
+
+
+def test_allocated_lists_gpu_sharing_resources() -> None:
+    """Volcano's queue allocated is the pods' requests, scalar resources included (its
+    gpushare device adds nothing of its own: AddQueueResource is empty)."""
+    pod = {
+        "spec": {
+            "nodeName": "n0",
+            "containers": [
+                {"name": "c", "resources": {"requests": {"cpu": "1", "volcano.sh/gpu-number": "2"},
+                                            "limits": {"volcano.sh/gpu-number": "2"}}}
+            ],
+        },
+        "status": {"phase": "Running"},
+    }  # fmt: skip
+    assert allocated([pod]) == {"cpu": "1", "volcano.sh/gpu-number": "2"}
