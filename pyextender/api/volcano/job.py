@@ -66,7 +66,11 @@ restarts nothing (see controllers/job_state.py)."""
 class LifecyclePolicy(Model):
     """When an event happens (or a container exits with a code), take an action."""
 
-    action: JobAction | None = attr("Action to take.", default=None)
+    action: JobAction | None = attr(
+        "Action to take. RestartTask/RestartPod restart only the pods of the event's task, "
+        "or its pod; RestartPartition restarts nothing, as no pod has a partition.",
+        default=None,
+    )
     event: JobEvent | None = attr("Event that triggers the action.", default=None)
     events: list[JobEvent] = attr("Events that trigger the action.", default_factory=list)
     exit_code: int | None = attr(
