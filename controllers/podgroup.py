@@ -4,8 +4,10 @@
    (counts, Running/Completed/Unknown, condition Scheduled; podgroup_status).
 2. Gives a pod of ours (schedulerName ``volcano``) that names no PodGroup one
    of its own, as Volcano does: ``podgroup-<uid of the pod's controller, or of
-   the pod>``, minMember 1, and annotates the pod with it. Only in namespaces
-   labelled ``pyextender.io/enabled=true``.
+   the pod>``, minMember 1 (or its ReplicaSet's/StatefulSet's
+   ``scheduling.volcano.sh/group-min-member``), minResources that many times the
+   pod's quota usage, and annotates the pod with it. Only in namespaces labelled
+   ``pyextender.io/enabled=true``.
 3. Deletes ``podgroup-<owner uid>`` when its ReplicaSet or StatefulSet is scaled to
    zero (spec.replicas 0: the old ReplicaSet after a Deployment rollout), and
    gives the owner's pods their PodGroup again when it is scaled back up, as
