@@ -43,6 +43,8 @@ class QueueController(Controller):
         applied at the next reconcile."""
         self.refused: dict[str, int] = {}
         """Queue name -> how often its pending OpenQueue was refused (parent shut)."""
+        self.warned: dict[str, str] = {}
+        """Queue name -> the GuaranteeExceeded finding last reported ("" for none)."""
         ctx.podgroups.add_index("queue", lambda pg: [queue_status.queue_of(pg)])
         ctx.queues.add_index("parent", lambda q: [queue_status.parent_of(q)])
         ctx.queues.add_handler(self._on_queue)
@@ -58,8 +60,10 @@ class QueueController(Controller):
             for child in self.ctx.queues.by_index("parent", key):
                 self.queue.add(str(meta(child).get("name")))
         moved = [queue_status.parent_of(q) for q in (old, new) if q is not None]
-        if old is None or new is None or len(set(moved)) > 1:
-            # a parent's allocated counts its subtree: the old and new chains change
+        guarantees = [queue_status.guarantee_of(q) for q in (old, new) if q is not None]
+        if old is None or new is None or len(set(moved)) > 1 or guarantees[0] != guarantees[-1]:
+            # a parent's allocated counts its subtree, and it checks its children's
+            # guarantees: the old and new chains change
             for parent in moved:
                 self._with_ancestors(parent)
 
@@ -135,6 +139,7 @@ class QueueController(Controller):
         if q is None:
             self.actions.pop(key, None)
             self.refused.pop(key, None)
+            self.warned.pop(key, None)
             return
         pending = self.actions.pop(key, None)
         action, why = pending if pending is not None else (None, "")
@@ -178,6 +183,10 @@ class QueueController(Controller):
                 self._state_event(updated or q, patch["state"], action, why, len(pgs))
         if steps.mark is not None:
             await self._mark(ctx.queues.get(key) or q, steps.mark)
+        over = queue_status.children_over_guarantee(q, children)
+        if over and self.warned.get(key) != over:  # once per finding, not per reconcile
+            ctx.recorder.event(q, "GuaranteeExceeded", over, warning=True)
+        self.warned[key] = over
         # after our own state is written: a reopened child checks that its parent is Open
         for name in steps.open_children:
             self.command(name, "OpenQueue", f"parent queue {key} opened")

@@ -14,7 +14,7 @@ from typing import Any
 
 from controllers import pods as P
 from controllers.store import Obj
-from pyextender.api.resources import format_amount
+from pyextender.api.resources import format_amount, parse_resource_list
 
 PHASE_FIELDS = {
     "Pending": "pending",
@@ -176,3 +176,35 @@ def tree_steps(
     if state_of(parent) == "Open" and state in SHUT and own_mark == "true":
         return TreeSteps(follow="OpenQueue")
     return TreeSteps()
+
+
+def guarantee_of(queue: Obj) -> dict[str, int]:
+    """spec.guarantee.resource as amounts; {} when missing or malformed."""
+    raw = ((queue.get("spec") or {}).get("guarantee") or {}).get("resource")
+    try:
+        return parse_resource_list(raw if isinstance(raw, dict) else None)
+    except (ValueError, TypeError):
+        return {}
+
+
+def children_over_guarantee(queue: Obj, children: list[Obj]) -> str:
+    """Why the children's guarantees do not fit the queue's own ("" when they do): on
+    each resource the queue guarantees, their sum must stay within it. Volcano's capacity
+    plugin logs the same check (checkHierarchicalQueue); the scheduler then honours the
+    children's guarantees only within the parent's."""
+    own = guarantee_of(queue)
+    if not own or not children:
+        return ""
+    total: dict[str, int] = {}
+    for c in children:
+        for name, value in guarantee_of(c).items():
+            total[name] = total.get(name, 0) + value
+    over = [
+        f"{name} {format_amount(name, total[name])} > {format_amount(name, limit)}"
+        for name, limit in sorted(own.items())
+        if total.get(name, 0) > limit
+    ]
+    if not over:
+        return ""
+    names = ", ".join(sorted(str((c.get("metadata") or {}).get("name")) for c in children))
+    return f"the guarantees of child queues ({names}) exceed this queue's: " + "; ".join(over)

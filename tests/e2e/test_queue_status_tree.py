@@ -59,3 +59,42 @@ def test_a_parents_allocated_counts_its_subtree(
         wait_for("pods gone", lambda: not core.list_namespaced_pod(namespace).items)
         for name in (a1, a, team):
             co.delete_cluster_custom_object(*QUEUES, name)
+
+
+def test_childrens_guarantees_beyond_the_parents_are_reported(
+    core: client.CoreV1Api, co: client.CustomObjectsApi, api: client.ApiClient,
+    controllers: str,
+) -> None:  # fmt: skip
+    """team guarantees 4 GPUs, its children a and b 3 each: a Warning event on team
+    (GuaranteeExceeded) names the children and the amounts. Volcano's capacity plugin
+    logs this check (pkg/scheduler/plugins/capacity/capacity.go, checkHierarchicalQueue)."""
+    suffix = uuid.uuid4().hex[:6]
+    team, a, b = (f"{n}{suffix}" for n in ("team", "a", "b"))
+
+    def gpus(n: str) -> dict[str, Any]:
+        amount = {"nvidia.com/gpu": n}
+        return {"guarantee": {"resource": amount}, "deserved": amount}
+
+    queue(api, team, **gpus("4"))
+    queue(api, a, parent=team, **gpus("3"))
+    queue(api, b, parent=team, **gpus("3"))
+    try:
+        why = wait_for(
+            "GuaranteeExceeded on team",
+            lambda: next(
+                (
+                    e.message
+                    for e in core.list_event_for_all_namespaces(
+                        field_selector=f"involvedObject.name={team}"
+                    ).items
+                    if e.reason == "GuaranteeExceeded" and e.type == "Warning"
+                ),
+                None,
+            ),
+        )
+        assert why == (
+            f"the guarantees of child queues ({a}, {b}) exceed this queue's: nvidia.com/gpu 6 > 4"
+        ), why
+    finally:
+        for name in (a, b, team):
+            co.delete_cluster_custom_object(*QUEUES, name)

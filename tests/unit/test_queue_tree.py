@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from controllers.queue_status import CLOSED_BY_PARENT, TreeSteps, allocated, tree_steps
+from controllers.queue_status import (
+    CLOSED_BY_PARENT,
+    TreeSteps,
+    allocated,
+    children_over_guarantee,
+    tree_steps,
+)
 
 
 def q(name: str, state: str = "Open", parent: str = "", mark: str | None = None) -> dict[str, Any]:
@@ -73,3 +79,19 @@ def test_allocated_lists_gpu_sharing_resources() -> None:
         "status": {"phase": "Running"},
     }  # fmt: skip
     assert allocated([pod]) == {"cpu": "1", "volcano.sh/gpu-number": "2"}
+
+
+def g(name: str, gpus: str | None, parent: str = "") -> dict[str, Any]:
+    q_ = q(name, parent=parent)
+    if gpus is not None:
+        q_["spec"]["guarantee"] = {"resource": {"nvidia.com/gpu": gpus}}
+    return q_
+
+
+def test_children_guarantees_must_fit_the_parents() -> None:
+    kids = [g("a", "3", "t"), g("b", "3", "t"), g("c", None, "t")]
+    assert children_over_guarantee(g("t", "4"), kids) == (
+        "the guarantees of child queues (a, b, c) exceed this queue's: nvidia.com/gpu 6 > 4"
+    )
+    assert children_over_guarantee(g("t", "6"), kids) == ""
+    assert children_over_guarantee(g("t", None), kids) == ""  # reserves the children's sum
