@@ -1,7 +1,13 @@
-"""``vcctl``: Volcano's command line for jobs and queues, plus ``explain``.
+"""``vcctl``: Volcano's command line for jobs, queues and pods, plus ``explain``.
 
-Flags follow Volcano's vcctl (``-N`` job name, ``-n`` namespace for jobs but
-queue name for queues). ``vcctl job run`` creates Volcano's one-task job from
+The command tree, flags and list columns follow Volcano's vcctl (``cmd/cli/*.go``,
+``pkg/cli/{job,queue,pod,util}``): ``job run|list|view|suspend|resume|delete``,
+``queue create|delete|operate|list|get``, ``pod list``, ``version``; ``jobflow``
+and ``jobtemplate`` exit with ``NOT_SUPPORTED`` naming what to use instead.
+``-N`` is a job's name, ``-n`` the namespace for jobs and pods but the queue's
+name for queues. As in Volcano every command takes ``--kubeconfig``/``-k`` and
+``--master``/``-s`` after its name; ours also takes them (and ``--namespace``)
+before the command. ``vcctl job run`` creates Volcano's one-task job from
 flags (image, replicas, min, requests, limits, scheduler) or the Job in a YAML
 file. Suspend/resume go through bus.volcano.sh Commands, as
 in Volcano, so the controllers act on them. ``vcctl explain`` prints why a pod
@@ -24,6 +30,7 @@ import platform
 import sys
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
@@ -31,6 +38,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from pyextender.api import names
 from pyextender.api.client import ClientConfigError, api_client
 from pyextender.vcctl_explain import Snapshot, explain_job, explain_queue, job_podgroup
 
@@ -47,14 +55,110 @@ def _table(rows: list[list[str]], head: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+NOT_SUPPORTED = 3
+"""Exit code of a Volcano command pyextender does not implement (jobflow, jobtemplate)."""
+
+JOB_TYPE_LABEL = "volcano.sh/job-type"
+"""Volcano's label for a Job's type; Volcano's list shows "Batch" without it."""
+
+
+def _age(stamp: str | None, now: datetime | None = None) -> str:
+    """``2026-11-23T10:00:00Z`` -> ``3h12m`` (as kubectl prints ages); "" when unknown."""
+    if not stamp:
+        return ""
+    try:
+        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    seconds = max(0, int(((now or datetime.now(UTC)) - then).total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m{secs}s" if secs and minutes < 10 else f"{minutes}m"
+    return f"{secs}s"
+
+
+def pod_row(pod: dict[str, Any], now: datetime | None = None) -> list[str]:
+    """Volcano's pod list row: Name, Ready (ready/containers), Status, Restart, Age."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    ready = sum(1 for c in statuses if c.get("ready"))
+    restarts = sum(int(c.get("restartCount") or 0) for c in statuses)
+    reason = status.get("reason") or status.get("phase") or "Pending"
+    for c in statuses:  # a waiting or terminated container says more than the phase
+        state = c.get("state") or {}
+        detail = (state.get("waiting") or state.get("terminated") or {}).get("reason")
+        if detail and detail != "PodInitializing":
+            reason = detail
+    if reason == "Pending" and spec.get("schedulingGates"):
+        reason = "SchedulingGated"  # as kubectl shows a gated pod
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        reason = "Terminating"
+    return [
+        pod["metadata"]["name"],
+        f"{ready}/{len(spec.get('containers') or [])}",
+        reason,
+        str(restarts),
+        _age(pod["metadata"].get("creationTimestamp"), now),
+    ]
+
+
+def job_row(job: dict[str, Any], all_namespaces: bool) -> list[str]:
+    """Volcano's job list row (``pkg/cli/job/list.go``)."""
+    st = job.get("status") or {}
+    spec = job.get("spec") or {}
+    meta = job["metadata"]
+    replicas = sum(int(t.get("replicas") or 0) for t in spec.get("tasks") or [])
+    row = [
+        meta["name"],
+        str(meta.get("creationTimestamp") or "")[:10],  # a date, as Volcano prints it
+        (st.get("state") or {}).get("phase") or "Pending",
+        (meta.get("labels") or {}).get(JOB_TYPE_LABEL) or "Batch",
+        str(replicas),
+        str(st.get("minAvailable", spec.get("minAvailable", 0))),
+        *(str(st.get(k, 0)) for k in ("pending", "running", "succeeded", "failed", "unknown")),
+        str(st.get("retryCount", 0)),
+    ]
+    return [meta.get("namespace", ""), *row] if all_namespaces else row
+
+
+JOB_COLUMNS = ["Name", "Creation", "Phase", "JobType", "Replicas", "Min", "Pending", "Running",
+               "Succeeded", "Failed", "Unknown", "RetryCount"]  # fmt: skip
+QUEUE_COLUMNS = ["Name", "Weight", "State", "Inqueue", "Pending", "Running", "Unknown"]
+POD_COLUMNS = ["Name", "Ready", "Status", "Restart", "Age"]
+
+
+def queue_row(q: dict[str, Any]) -> list[str]:
+    """Volcano's queue list/get row (``pkg/cli/queue/list.go``)."""
+    st = q.get("status") or {}
+    spec = q.get("spec") or {}
+    return [
+        q["metadata"]["name"],
+        str(spec.get("weight", 1)),
+        st.get("state", ""),
+        *(str(st.get(k, 0)) for k in ("inqueue", "pending", "running", "unknown")),
+    ]
+
+
 class Vcctl:
-    def __init__(self, kubeconfig: str | None) -> None:
+    def __init__(self, kubeconfig: str | None, master: str | None = None) -> None:
         api = api_client(kubeconfig)
+        if master:  # Volcano's --master: the API server's address overrides the kubeconfig's
+            api.configuration.host = master
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
 
     # -- jobs ----------------------------------------------------------------------
-    def job_list(self, ns: str | None) -> str:
+    def job_list(
+        self, ns: str | None, queue: str = "", scheduler: str = "", selector: str = ""
+    ) -> str:
+        """Volcano's filters: queue and scheduler exactly, selector as a part of the name."""
         items = (
             self.custom.list_namespaced_custom_object(*BATCH, ns, "jobs")["items"]
             if ns
@@ -62,25 +166,15 @@ class Vcctl:
         )
         rows = []
         for j in items:
-            st = j.get("status") or {}
             spec = j.get("spec") or {}
-            replicas = sum(int(t.get("replicas") or 0) for t in spec.get("tasks") or [])
-            rows.append(
-                [
-                    j["metadata"]["name"],
-                    j["metadata"].get("creationTimestamp", ""),
-                    (st.get("state") or {}).get("phase", "Pending"),
-                    str(replicas),
-                    str(spec.get("minAvailable", "")),
-                    str(st.get("pending", 0)),
-                    str(st.get("running", 0)),
-                    str(st.get("succeeded", 0)),
-                    str(st.get("failed", 0)),
-                    spec.get("queue", "default"),
-                ]
-            )
-        head = ["Name", "Creation", "Phase", "Replicas", "Min", "Pending", "Running",
-                "Succeeded", "Failed", "Queue"]  # fmt: skip
+            if queue and (spec.get("queue") or "default") != queue:
+                continue
+            if scheduler and spec.get("schedulerName", "") != scheduler:
+                continue
+            if selector and selector not in j["metadata"]["name"]:
+                continue
+            rows.append(job_row(j, ns is None))
+        head = ["Namespace", *JOB_COLUMNS] if ns is None else JOB_COLUMNS
         return _table(rows, head) if rows else "No resources found"
 
     def job_run(self, ns: str, body: dict[str, Any]) -> str:
@@ -91,7 +185,9 @@ class Vcctl:
 
     def job_view(self, ns: str, name: str) -> str:
         job = self.custom.get_namespaced_custom_object(*BATCH, ns, "jobs", name)
-        return json.dumps({k: job.get(k) for k in ("metadata", "spec", "status")}, indent=2)
+        evs = self.core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name}")
+        ser = self.core.api_client.sanitize_for_serialization
+        return describe_job(job, [ser(e) for e in evs.items])
 
     def _command(self, ns: str, name: str, action: str) -> str:
         job = self.custom.get_namespaced_custom_object(*BATCH, ns, "jobs", name)
@@ -136,28 +232,43 @@ class Vcctl:
         return f"create queue {name} successfully"
 
     def queue_list(self) -> str:
-        rows = []
-        for q in self.custom.list_cluster_custom_object(*SCHED, "queues")["items"]:
-            st = q.get("status") or {}
-            spec = q.get("spec") or {}
-            rows.append(
-                [
-                    q["metadata"]["name"],
-                    str(spec.get("weight", 1)),
-                    st.get("state", ""),
-                    str(st.get("inqueue", 0)),
-                    str(st.get("pending", 0)),
-                    str(st.get("running", 0)),
-                    str(st.get("completed", 0)),
-                    spec.get("parent", ""),
-                ]
-            )
-        head = ["Name", "Weight", "State", "Inqueue", "Pending", "Running", "Completed", "Parent"]
-        return _table(rows, head) if rows else "No resources found"
+        rows = [
+            queue_row(q) for q in self.custom.list_cluster_custom_object(*SCHED, "queues")["items"]
+        ]
+        return _table(rows, QUEUE_COLUMNS) if rows else "No resources found"
 
     def queue_get(self, name: str) -> str:
-        q = self.custom.get_cluster_custom_object(*SCHED, "queues", name)
-        return json.dumps({k: q.get(k) for k in ("metadata", "spec", "status")}, indent=2)
+        """One queue's row under the list's header, as Volcano prints it."""
+        return _table([queue_row(self.custom.get_cluster_custom_object(*SCHED, "queues", name))],
+                      QUEUE_COLUMNS)  # fmt: skip
+
+    # -- pods ----------------------------------------------------------------------
+    def pod_list(self, ns: str | None, job: str = "", queue: str = "") -> str:
+        """Pods of Volcano Jobs (label volcano.sh/job-name), of one job, or of one queue
+        (a Job's pods by label, other workloads' pods by the queue annotation)."""
+        ser = self.core.api_client.sanitize_for_serialization
+        selector = f"{names.VOLCANO_JOB_NAME}={job}" if job else names.VOLCANO_JOB_NAME
+        if queue and not job:
+            selector = ""
+        listed = (
+            self.core.list_namespaced_pod(ns, label_selector=selector)
+            if ns
+            else self.core.list_pod_for_all_namespaces(label_selector=selector)
+        )
+        pods: list[dict[str, Any]] = [ser(p) for p in listed.items]
+        if queue:
+
+            def in_queue(p: dict[str, Any]) -> bool:
+                meta = p.get("metadata") or {}
+                return (meta.get("labels") or {}).get(names.VOLCANO_QUEUE_NAME) == queue or (
+                    meta.get("annotations") or {}
+                ).get(names.POD_QUEUE_ANNOTATION) == queue
+
+            if job and pods and not all(in_queue(p) for p in pods):
+                raise ValueError(f"the job {job} does not match the queue {queue}")
+            pods = [p for p in pods if in_queue(p)]
+        rows = [pod_row(p) for p in pods]
+        return _table(rows, POD_COLUMNS) if rows else "No resources found"
 
     def queue_operate(self, name: str, action: str, weight: int) -> str:
         if action == "update":
@@ -272,6 +383,80 @@ class Vcctl:
         return [f"{indent}event {e.type} {e.reason}: {e.message}" for e in recent]
 
 
+def describe_job(job: dict[str, Any], events: list[dict[str, Any]]) -> str:
+    """``vcctl job view``: the sections Volcano prints (``pkg/cli/job/view.go``: Name,
+    Namespace, Labels, Annotations, API Version, Kind, Metadata, Spec with its tasks,
+    Status with its State, then Events), in our own layout."""
+    meta = job.get("metadata") or {}
+    spec = job.get("spec") or {}
+    st = job.get("status") or {}
+    labels = json.dumps(meta["labels"]) if meta.get("labels") else "<none>"
+    notes = json.dumps(meta["annotations"]) if meta.get("annotations") else "<none>"
+    out = [
+        f"Name:         {meta.get('name', '')}",
+        f"Namespace:    {meta.get('namespace', '')}",
+        f"Labels:       {labels}",
+        f"Annotations:  {notes}",
+        f"API Version:  {job.get('apiVersion', '')}",
+        f"Kind:         {job.get('kind', '')}",
+        "Metadata:",
+        f"  Creation Timestamp:  {meta.get('creationTimestamp', '')}",
+        f"  Generation:          {meta.get('generation', '')}",
+        f"  Resource Version:    {meta.get('resourceVersion', '')}",
+        f"  UID:                 {meta.get('uid', '')}",
+        "Spec:",
+        f"  Min Available:   {spec.get('minAvailable', 0)}",
+        f"  Queue:           {spec.get('queue') or 'default'}",
+        f"  Scheduler Name:  {spec.get('schedulerName', '')}",
+        f"  Max Retry:       {spec.get('maxRetry', '')}",
+        "  Plugins:" + ("" if spec.get("plugins") else "  <none>"),
+    ]
+    for plugin, plugin_args in (spec.get("plugins") or {}).items():
+        out.append(f"    {plugin}: {plugin_args}")
+    out.append("  Tasks:")
+    for task in spec.get("tasks") or []:
+        out.append(f"  - Name:      {task.get('name', '')}")
+        out.append(f"    Replicas:  {task.get('replicas', 0)}")
+        pod_spec = (task.get("template") or {}).get("spec") or {}
+        for c in pod_spec.get("containers") or []:
+            res = c.get("resources") or {}
+            out.append(f"    Container {c.get('name', '')}: image {c.get('image', '')}")
+            for kind in ("requests", "limits"):
+                amounts = ", ".join(f"{k}={v}" for k, v in (res.get(kind) or {}).items())
+                out.append(f"      {kind.capitalize()}: {amounts or '<none>'}")
+        out.append(f"    Restart Policy:  {pod_spec.get('restartPolicy', '')}")
+    out.append("Status:")
+    counts = (("pending", "Pending"), ("running", "Running"), ("succeeded", "Succeeded"),
+              ("failed", "Failed"), ("terminating", "Terminating"), ("unknown", "Unknown"),
+              ("retryCount", "RetryCount"), ("minAvailable", "Min Available"),
+              ("version", "Version"))  # fmt: skip
+    for key, label in counts:  # Volcano prints only the non-zero ones
+        if st.get(key):
+            out.append(f"  {label + ':':<15}{st[key]}")
+    state = st.get("state") or {}
+    out += ["  State:", f"    Phase:  {state.get('phase') or 'Pending'}"]
+    if state.get("reason") or state.get("message"):
+        out.append(f"    Reason: {state.get('reason', '')} {state.get('message', '')}".rstrip())
+    if st.get("conditions"):
+        out.append("  Conditions:")
+        for cond in st["conditions"]:
+            out.append(f"    {cond.get('status', '')}  {cond.get('lastTransitionTime', '')}")
+    if not events:
+        out.append("Events:  <none>")
+        return "\n".join(out)
+    rows = []
+    for e in sorted(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or "")):
+        count = int(e.get("count") or 1)
+        age = _age(e.get("lastTimestamp") or e.get("eventTime"))
+        if count > 1:
+            age = f"{age} (x{count} over {_age(e.get('firstTimestamp'))})"
+        source = (e.get("source") or {}).get("component") or e.get("reportingComponent") or ""
+        message = str(e.get("message", "")).strip()
+        rows.append([e.get("type", ""), e.get("reason", ""), age, source, message])
+    out += ["Events:", _table(rows, ["Type", "Reason", "Age", "From", "Message"])]
+    return "\n".join(out)
+
+
 def resource_list(text: str) -> dict[str, str]:
     """``cpu=1000m,memory=100Mi`` -> {"cpu": "1000m", "memory": "100Mi"}."""
     out: dict[str, str] = {}
@@ -283,7 +468,7 @@ def resource_list(text: str) -> dict[str, str]:
     return out
 
 
-def job_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+def job_from_flags(args: argparse.Namespace, ns: str | None = None) -> dict[str, Any]:
     """The Job ``vcctl job run`` creates: Volcano's one-task job from the flags, or the
     Job in ``--filename``. The task is named ``default0``, the name Volcano's webhook
     gives a nameless first task (ours requires a name)."""
@@ -307,7 +492,7 @@ def job_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
-        "metadata": {"name": args.name, "namespace": args.namespace},
+        "metadata": {"name": args.name, "namespace": ns or getattr(args, "namespace", "default")},
         "spec": {
             "minAvailable": args.min,
             "schedulerName": args.scheduler,
@@ -325,23 +510,79 @@ def job_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+FLOW_COMMANDS = ("create", "list", "get", "delete", "describe")
+"""Volcano's jobflow and jobtemplate commands."""
+
+
+def _common(p: argparse.ArgumentParser, namespace: str) -> None:
+    """Volcano's flags of every command (``pkg/cli/util``: --kubeconfig/-k, --master/-s),
+    plus the namespace: ``-n/--namespace`` ("short"), ``--namespace`` only ("long", where
+    ``-n`` is a queue's name) or none. SUPPRESS keeps a value given before the command
+    when it is not repeated after it."""
+    hide = argparse.SUPPRESS
+    p.add_argument("-k", "--kubeconfig", default=hide,
+                   help="kubeconfig path (default: as kubectl finds it)")  # fmt: skip
+    p.add_argument("-s", "--master", default=hide, help="the API server's address")
+    if namespace == "short":
+        p.add_argument("-n", "--namespace", default=hide, help="namespace (default: default)")
+    elif namespace == "long":
+        p.add_argument("--namespace", default=hide, help=argparse.SUPPRESS)
+
+
+def _group(
+    sub: Any, name: str, text: str, required: bool = True
+) -> tuple[argparse.ArgumentParser, Any]:
+    p: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text)
+    cmds = [c for c, _ in GROUPS[name]]
+    metavar = "{" + ",".join(cmds) + "}"
+    inner = p.add_subparsers(dest="cmd", required=required, metavar=metavar)
+    return p, inner
+
+
+GROUPS: dict[str, list[tuple[str, str]]] = {
+    "job": [
+        ("run", "run a one-task job from flags, or the Job in a YAML file"),
+        ("list", "list jobs (Name, Creation, Phase, JobType, Replicas, Min, ... RetryCount)"),
+        ("view", "show one job and its events"),
+        ("suspend", "abort a job (AbortJob command)"),
+        ("resume", "resume a job (ResumeJob command)"),
+        ("delete", "delete a job"),
+    ],
+    "queue": [
+        ("create", "create a queue"),
+        ("delete", "delete a queue"),
+        ("operate", "open, close or re-weight a queue"),
+        ("list", "list queues (Name, Weight, State, Inqueue, Pending, Running, Unknown)"),
+        ("get", "show one queue"),
+    ],
+    "pod": [("list", "list the pods of Volcano Jobs (Name, Ready, Status, Restart, Age)")],
+    "jobflow": [(c, f"not supported (Volcano's jobflow {c})") for c in FLOW_COMMANDS],
+    "jobtemplate": [(c, f"not supported (Volcano's jobtemplate {c})") for c in FLOW_COMMANDS],
+}
+"""Volcano's command tree (``cmd/cli/*.go``): group -> (command, help)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vcctl",
-        description="Volcano's command line for jobs and queues, plus explain (why a job, pod or "
-        "PodGroup waits; a queue's share and who waits) and version.",
+        description="Volcano's command line for jobs, queues and pods, plus explain (why a "
+        "job, pod or PodGroup waits; a queue's share and who waits) and version. "
+        "--kubeconfig, --master and --namespace go before or after the command.",
+        epilog=f"exit codes: 0 ok, 1 the API server refused, 2 bad input, {NOT_SUPPORTED} a "
+        "Volcano command pyextender does not implement (jobflow, jobtemplate)",
     )
-    p.add_argument("--kubeconfig", help="kubeconfig path (default: as kubectl finds it)")
-    sub = p.add_subparsers(dest="group", required=True, metavar="{job,queue,explain,version}")
+    _common(p, "short")
+    sub = p.add_subparsers(
+        dest="group",
+        required=True,
+        metavar="{job,queue,pod,jobflow,jobtemplate,explain,version}",
+    )
+    texts = {c: t for c, t in GROUPS["job"]}
 
-    job = sub.add_parser("job", help="Volcano batch jobs")
-    jsub = job.add_subparsers(dest="cmd", required=True)
-    jl = jsub.add_parser("list", help="list jobs")
-    jl.add_argument("-n", "--namespace", default="default")
-    jl.add_argument("--all-namespaces", action="store_true")
-    jr = jsub.add_parser("run", help="run a one-task job from flags, or the Job in a YAML file")
+    _, jsub = _group(sub, "job", "Volcano batch jobs: " + "|".join(c for c, _ in GROUPS["job"]))
+    jr = jsub.add_parser("run", help=texts["run"], description=texts["run"])
+    _common(jr, "short")
     jr.add_argument("-N", "--name", default="", help="job name")
-    jr.add_argument("-n", "--namespace", default="default")
     jr.add_argument("-i", "--image", default="busybox", help="container image")
     jr.add_argument("-m", "--min", type=int, default=1, help="minAvailable of the job")
     jr.add_argument("-r", "--replicas", type=int, default=1, help="pods of the task")
@@ -349,42 +590,73 @@ def build_parser() -> argparse.ArgumentParser:
     jr.add_argument("-L", "--limits", default="cpu=1000m,memory=100Mi", help="per pod")
     jr.add_argument("-S", "--scheduler", default="volcano", help="schedulerName")
     jr.add_argument("-f", "--filename", default="", help="a YAML file holding a Job")
-    job_commands = (
-        ("view", "show one job"),
-        ("suspend", "abort a job (AbortJob command)"),
-        ("resume", "resume a job (ResumeJob command)"),
-        ("delete", "delete a job"),
-    )
-    for cmd, text in job_commands:
-        c = jsub.add_parser(cmd, help=text)
+    jl = jsub.add_parser("list", help=texts["list"], description=texts["list"])
+    _common(jl, "short")
+    jl.add_argument("--all-namespaces", action="store_true", help="jobs of every namespace")
+    jl.add_argument("-q", "--queue", default="", help="only jobs of this queue")
+    jl.add_argument("-S", "--scheduler", default="", help="only jobs of this schedulerName")
+    jl.add_argument("--selector", default="", help="only jobs whose name contains this")
+    for cmd in ("view", "suspend", "resume", "delete"):
+        c = jsub.add_parser(cmd, help=texts[cmd], description=texts[cmd])
+        _common(c, "short")
         c.add_argument("-N", "--name", required=True, help="job name")
-        c.add_argument("-n", "--namespace", default="default")
 
-    queue = sub.add_parser("queue", help="Volcano queues")
-    qsub = queue.add_subparsers(dest="cmd", required=True)
-    qc = qsub.add_parser("create", help="create a queue")
-    qc.add_argument("-n", "--name", required=True, help="queue name")
+    texts = {c: t for c, t in GROUPS["queue"]}
+    _, qsub = _group(sub, "queue", "Volcano queues: " + "|".join(c for c, _ in GROUPS["queue"]))
+    qc = qsub.add_parser("create", help=texts["create"], description=texts["create"])
+    _common(qc, "long")
+    qc.add_argument("-n", "--name", default="test", help="queue name (Volcano's default: test)")
     qc.add_argument("-w", "--weight", type=int, default=1)
     qc.add_argument("-S", "--state", default="Open", choices=["Open", "Closed"])
     qc.add_argument("-p", "--parent", default="", help="parent queue (hierarchy)")
-    qsub.add_parser("list", help="list queues")
-    for cmd, text in (("get", "show one queue"), ("delete", "delete a queue")):
-        c = qsub.add_parser(cmd, help=text)
+    ql = qsub.add_parser("list", help=texts["list"], description=texts["list"])
+    _common(ql, "long")
+    for cmd in ("get", "delete"):
+        c = qsub.add_parser(cmd, help=texts[cmd], description=texts[cmd])
+        _common(c, "long")
         c.add_argument("-n", "--name", required=True, help="queue name")
-    qo = qsub.add_parser("operate", help="open, close or re-weight a queue")
+    qo = qsub.add_parser("operate", help=texts["operate"], description=texts["operate"])
+    _common(qo, "long")
     qo.add_argument("-n", "--name", required=True, help="queue name")
     qo.add_argument("-a", "--action", required=True, choices=["open", "close", "update"])
-    qo.add_argument("-w", "--weight", type=int, default=0)
+    qo.add_argument("-w", "--weight", type=int, default=0, help="the new weight (update)")
+
+    _, psub = _group(sub, "pod", "pods of Volcano Jobs: list")
+    text = GROUPS["pod"][0][1]
+    pl = psub.add_parser("list", help=text, description=text)
+    _common(pl, "short")
+    pl.add_argument("--all-namespaces", action="store_true", help="pods of every namespace")
+    pl.add_argument("-j", "--job", default="", help="only pods of this job")
+    pl.add_argument("-q", "--queue", default="", help="only pods of this queue")
+
+    for group, kind in (("jobflow", "JobFlow"), ("jobtemplate", "JobTemplate")):
+        text = f"Volcano's {kind}s (flow.volcano.sh): not supported, exits {NOT_SUPPORTED}"
+        _, fsub = _group(sub, group, text, required=False)
+        for cmd, text in GROUPS[group]:
+            c = fsub.add_parser(cmd, help=text, description=text)
+            _common(c, "short")
 
     ex = sub.add_parser(
         "explain",
         help="why a job, pod or PodGroup waits; a queue's share and who waits in it",
     )
+    _common(ex, "short")
     ex.add_argument("kind", choices=["job", "queue", "pod", "podgroup"])
     ex.add_argument("name")
-    ex.add_argument("-n", "--namespace", default="default", help="(not used for a queue)")
-    sub.add_parser("version", help="vcctl's version and the server's")
+    v = sub.add_parser("version", help="vcctl's version and the server's")
+    _common(v, "none")
     return p
+
+
+def not_supported(group: str) -> str:
+    """Why ``vcctl jobflow|jobtemplate`` does nothing here, and what to use instead."""
+    kind = "JobFlow" if group == "jobflow" else "JobTemplate"
+    return (
+        f"vcctl {group}: not supported: pyextender does not serve Volcano's {kind} API "
+        "(flow.volcano.sh/v1alpha1) nor run its controller. Run the Jobs themselves "
+        "(`vcctl job run -f JOB.yaml`, or kubectl apply) and order their tasks with "
+        "spec.tasks[].dependsOn; see `vcctl job run --help`."
+    )
 
 
 def version(kubeconfig: str | None) -> str:
@@ -410,24 +682,32 @@ def version(kubeconfig: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> str:
+    kubeconfig = getattr(args, "kubeconfig", None)
     if args.group == "version":
-        return version(args.kubeconfig)
+        return version(kubeconfig)
+    if args.group in ("jobflow", "jobtemplate"):
+        raise NotSupported(not_supported(args.group))
+    ns: str = getattr(args, "namespace", None) or "default"
     # a Job from flags or a file is checked before any cluster is asked
-    run_body = job_from_flags(args) if getattr(args, "cmd", "") == "run" else None
-    v = Vcctl(args.kubeconfig)
+    run_body = job_from_flags(args, ns) if getattr(args, "cmd", "") == "run" else None
+    v = Vcctl(kubeconfig, getattr(args, "master", None))
     if args.group == "explain":
-        return v.explain(args.namespace, args.kind, args.name)
+        return v.explain(ns, args.kind, args.name)
+    if args.group == "pod":
+        return v.pod_list(None if args.all_namespaces else ns, args.job, args.queue)
     if args.group == "job":
         if args.cmd == "list":
-            return v.job_list(None if args.all_namespaces else args.namespace)
+            return v.job_list(
+                None if args.all_namespaces else ns, args.queue, args.scheduler, args.selector
+            )
         if run_body is not None:
-            return v.job_run(args.namespace, run_body)
+            return v.job_run(ns, run_body)
         if args.cmd == "view":
-            return v.job_view(args.namespace, args.name)
+            return v.job_view(ns, args.name)
         if args.cmd == "delete":
-            return v.job_delete(args.namespace, args.name)
+            return v.job_delete(ns, args.name)
         action = "AbortJob" if args.cmd == "suspend" else "ResumeJob"
-        return v._command(args.namespace, args.name, action)
+        return v._command(ns, args.name, action)
     if args.cmd == "create":
         return v.queue_create(args.name, args.weight, args.state, args.parent)
     if args.cmd == "list":
@@ -439,19 +719,35 @@ def run(args: argparse.Namespace) -> str:
     return v.queue_operate(args.name, args.action, args.weight)
 
 
+class NotSupported(Exception):
+    """A Volcano command pyextender does not implement; exits NOT_SUPPORTED."""
+
+
+def _fail(args: argparse.Namespace, why: str, code: int) -> int:
+    """Volcano's wording, "Failed to <group> <command>: <why>" (on stderr here); the code."""
+    what = " ".join(x for x in (getattr(args, "group", ""), getattr(args, "cmd", "")) if x)
+    print(f"vcctl: Failed to {what}: {why}", file=sys.stderr)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # whatever follows jobflow/jobtemplate (e.g. -f flow.yaml) gets the not-supported answer
+    if extra and args.group not in ("jobflow", "jobtemplate"):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         print(run(args))
+    except NotSupported as exc:
+        print(exc, file=sys.stderr)
+        return NOT_SUPPORTED
     except (ClientConfigError, ValueError, OSError) as exc:
-        print(f"vcctl: {exc}", file=sys.stderr)
-        return 2
+        return _fail(args, str(exc), 2)
     except ApiException as exc:
         reason = exc.reason
         with contextlib.suppress(ValueError):  # the API server's message, when it sent one
             reason = json.loads(exc.body or "{}").get("message", reason)
-        print(f"vcctl: {reason}", file=sys.stderr)
-        return 1
+        return _fail(args, str(reason), 1)
     return 0
 
 

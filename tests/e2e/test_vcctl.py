@@ -16,9 +16,13 @@ from tests.e2e.kube import bound_of, condition, gang, wait_for
 pytestmark = pytest.mark.e2e
 
 
-def vcctl(state: ClusterState, *args: str) -> subprocess.CompletedProcess[str]:
+def vcctl(state: ClusterState, *args: str, after: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run vcctl with the cluster's kubeconfig before the command, or (``after``) at the
+    end, where Volcano's vcctl takes it."""
+    flag = f"--kubeconfig={state.kubeconfig}"
+    argv = [*args, flag] if after else [flag, *args]
     return subprocess.run(
-        [sys.executable, "-m", "pyextender.vcctl", f"--kubeconfig={state.kubeconfig}", *args],
+        [sys.executable, "-m", "pyextender.vcctl", *argv],
         capture_output=True,
         text=True,
         timeout=60,
@@ -26,20 +30,45 @@ def vcctl(state: ClusterState, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_queue_commands(state: ClusterState, namespace: str) -> None:
+def rows(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.strip()]
+
+
+def _queue_state(state: ClusterState, name: str) -> str:
+    got = rows(vcctl(state, "queue", "get", "-n", name).stdout)
+    return got[1][2] if len(got) > 1 and len(got[1]) == len(QUEUE_HEAD) else ""
+
+
+QUEUE_HEAD = ["Name", "Weight", "State", "Inqueue", "Pending", "Running", "Unknown"]
+
+
+def test_queue_commands(state: ClusterState, namespace: str, controllers: str) -> None:
+    """Volcano's ``vcctl queue create|list|get|operate|delete`` (``cmd/cli/queue.go``,
+    ``pkg/cli/queue/*.go``): ``-n`` is the queue's name, the list and get columns are
+    Volcano's, the global flags go after the command as in Volcano."""
     name = f"vc{namespace.replace('-', '')}"
-    made = vcctl(state, "queue", "create", "-n", name, "-w", "3")
+    made = vcctl(state, "queue", "create", "-n", name, "-w", "3", after=True)
     assert made.returncode == 0 and "successfully" in made.stdout, made.stderr
-    listed = vcctl(state, "queue", "list")
+    listed = vcctl(state, "queue", "list", after=True)
     assert listed.returncode == 0
-    row = next(line for line in listed.stdout.splitlines() if line.startswith(name))
-    assert row.split()[1] == "3"
-    updated = vcctl(state, "queue", "operate", "-n", name, "-a", "update", "-w", "5")
-    assert updated.returncode == 0
-    assert '"weight": 5' in vcctl(state, "queue", "get", "-n", name).stdout
-    missing = vcctl(state, "queue", "get", "-n", "no-such-queue")
-    assert missing.returncode == 1 and "not found" in missing.stderr
-    assert vcctl(state, "queue", "delete", "-n", name).returncode == 0
+    table = rows(listed.stdout)
+    assert table[0] == QUEUE_HEAD, listed.stdout
+    row = next(r for r in table if r[0] == name)
+    assert row[1] == "3"
+    wait_for("the queue controller opens it", lambda: _queue_state(state, name) == "Open")
+    closed = vcctl(state, "queue", "operate", "-n", name, "-a", "close", after=True)
+    assert closed.returncode == 0, closed.stderr
+    wait_for("closed", lambda: _queue_state(state, name) == "Closed")
+    assert vcctl(state, "queue", "operate", "-n", name, "-a", "open").returncode == 0
+    wait_for("reopened", lambda: _queue_state(state, name) == "Open")
+    updated = vcctl(state, "queue", "operate", "-n", name, "-a", "update", "-w", "5", after=True)
+    assert updated.returncode == 0, updated.stderr
+    got = rows(vcctl(state, "queue", "get", "-n", name, after=True).stdout)
+    assert got[0] == QUEUE_HEAD and got[1][:2] == [name, "5"], got
+    missing = vcctl(state, "queue", "get", "-n", "no-such-queue", after=True)
+    assert missing.returncode == 1 and "Failed to queue get" in missing.stderr
+    assert "not found" in missing.stderr
+    assert vcctl(state, "queue", "delete", "-n", name, after=True).returncode == 0
 
 
 def test_explain_says_why_a_gang_waits(
@@ -200,12 +229,39 @@ def test_explain_a_volcano_job(
         custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", queue)
 
 
-def test_job_run_creates_a_job_the_controllers_run(
-    cluster: Cluster, state: ClusterState, core: client.CoreV1Api, namespace: str
+JOB_HEAD = ["Name", "Creation", "Phase", "JobType", "Replicas", "Min", "Pending", "Running",
+            "Succeeded", "Failed", "Unknown", "RetryCount"]  # fmt: skip
+
+
+def _phase(api: client.ApiClient, namespace: str, job: str) -> str:
+    """The Job's phase from the API ("" once it is gone); vcctl's own list is checked apart."""
+    try:
+        got = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", namespace, "jobs", job
+        )
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return ""
+        raise
+    return str(((got.get("status") or {}).get("state") or {}).get("phase") or "")
+
+
+def test_job_commands_as_volcanos(
+    cluster: Cluster,
+    state: ClusterState,
+    core: client.CoreV1Api,
+    api: client.ApiClient,
+    namespace: str,
+    sidecar: str,
 ) -> None:
+    """Volcano's ``vcctl job run|list|view|suspend|resume|delete`` and ``vcctl pod list``
+    (``cmd/cli/job.go``, ``cmd/cli/pod.go``, ``pkg/cli/job/*.go``, ``pkg/cli/pod/pod.go``):
+    its flags, with ``--kubeconfig`` after the command as Volcano takes it or before it;
+    list, view and pod columns as Volcano prints them; suspend and resume through
+    bus.volcano.sh Commands the controllers carry out."""
     enable_controllers(cluster)
     out = vcctl(state, "job", "run", "-N", "hello", "-n", namespace, "-r", "2", "-m", "2",
-                "-R", "cpu=100m,memory=10Mi", "-L", "cpu=100m,memory=10Mi")  # fmt: skip
+                "-R", "cpu=100m,memory=10Mi", "-L", "cpu=100m,memory=10Mi", after=True)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "run job hello successfully"
     pods = wait_for(
@@ -214,6 +270,59 @@ def test_job_run_creates_a_job_the_controllers_run(
     )
     assert sorted(p.metadata.name for p in pods) == ["hello-default0-0", "hello-default0-1"]
     assert all(p.spec.scheduler_name == "volcano" for p in pods)
-    listed = vcctl(state, "job", "list", "-n", namespace).stdout
-    assert "hello" in listed
-    assert vcctl(state, "job", "delete", "-N", "hello", "-n", namespace).returncode == 0
+    wait_for("hello Running", lambda: _phase(api, namespace, "hello") == "Running", timeout=60)
+    listed = vcctl(state, "job", "list", "-n", namespace, after=True)
+    table = rows(listed.stdout)
+    assert table[0] == JOB_HEAD, listed.stdout
+    hello = next(r for r in table[1:] if r[0] == "hello")
+    # Creation is a date; Batch without a job-type label; 2 replicas, min 2, 2 running
+    assert hello[3:6] == ["Batch", "2", "2"] and hello[7] == "2", listed.stdout
+    everywhere = rows(vcctl(state, "job", "list", "--all-namespaces").stdout)
+    assert everywhere[0] == ["Namespace", *JOB_HEAD]
+    assert [namespace, "hello"] in [r[:2] for r in everywhere[1:]]
+    assert rows(vcctl(state, "-n", namespace, "job", "list", "-q", "nope").stdout) == [
+        ["No", "resources", "found"]
+    ]
+
+    view = vcctl(state, "job", "view", "-N", "hello", "-n", namespace, after=True)
+    assert view.returncode == 0, view.stderr
+    lines = view.stdout.splitlines()
+    assert lines[0].split() == ["Name:", "hello"] and lines[1].split() == ["Namespace:", namespace]
+    assert "    Phase:  Running" in lines and "  - Name:      default0" in lines, view.stdout
+    assert any(line.startswith("Events:") for line in lines), view.stdout
+
+    podlist = vcctl(state, "pod", "list", "-j", "hello", "-n", namespace, after=True)
+    table = rows(podlist.stdout)
+    assert table[0] == ["Name", "Ready", "Status", "Restart", "Age"], podlist.stdout
+    assert sorted(r[0] for r in table[1:]) == ["hello-default0-0", "hello-default0-1"]
+    assert all(r[2] == "Running" and r[3] == "0" for r in table[1:]), podlist.stdout
+    by_queue = rows(vcctl(state, "-n", namespace, "pod", "list", "-q", "default").stdout)
+    assert sorted(r[0] for r in by_queue[1:]) == ["hello-default0-0", "hello-default0-1"]
+    mismatch = vcctl(state, "-n", namespace, "pod", "list", "-j", "hello", "-q", "other")
+    assert mismatch.returncode == 2 and "does not match the queue other" in mismatch.stderr
+
+    assert vcctl(state, "job", "suspend", "-N", "hello", "-n", namespace).returncode == 0
+    wait_for("hello Aborted", lambda: _phase(api, namespace, "hello") == "Aborted", timeout=60)
+    assert vcctl(state, "-n", namespace, "job", "resume", "-N", "hello").returncode == 0
+    wait_for("hello Running again", lambda: _phase(api, namespace, "hello") == "Running",
+             timeout=60)  # fmt: skip
+    deleted = vcctl(state, "job", "delete", "-N", "hello", "-n", namespace, after=True)
+    assert deleted.returncode == 0 and "delete job" in deleted.stdout, deleted.stderr
+    wait_for("hello gone", lambda: _phase(api, namespace, "hello") == "")
+
+
+def test_help_jobflow_and_flags_anywhere(state: ClusterState) -> None:
+    """Volcano's command tree (``cmd/cli/vcctl.go``): help lists every command; jobflow and
+    jobtemplate answer "not supported" with their own exit code (3) and what to use."""
+    top = vcctl(state, "--help")
+    assert top.returncode == 0
+    assert "{job,queue,pod,jobflow,jobtemplate,explain,version}" in top.stdout
+    for group in ("jobflow", "jobtemplate"):
+        out = vcctl(state, group, "create", "-f", "flow.yaml", after=True)
+        assert out.returncode == 3, (out.returncode, out.stderr)
+        assert "not supported" in out.stderr and "vcctl job run" in out.stderr
+    # the same command with the global flags before or after it
+    before = vcctl(state, "-n", "kube-system", "queue", "list")
+    after = vcctl(state, "queue", "list", "--namespace", "kube-system", after=True)
+    assert before.returncode == after.returncode == 0 and before.stdout == after.stdout
+    assert vcctl(state, "version", after=True).returncode == 0
