@@ -141,6 +141,12 @@ class QueueController(Controller):
             self.refused.pop(key, None)
             self.warned.pop(key, None)
             return
+        if key != queue_status.ROOT and not (q.get("spec") or {}).get("parent"):
+            # as Volcano's syncQueue (updateQueueParent): an unset parent is written root
+            root = {"spec": {"parent": queue_status.ROOT}}
+            q = await call(ctx.kube.patch, QUEUES, "", key, root)
+            ctx.queues.remember(q)
+            self.wrote("queue-parent")
         pending = self.actions.pop(key, None)
         action, why = pending if pending is not None else (None, "")
         parent_name = queue_status.parent_of(q)

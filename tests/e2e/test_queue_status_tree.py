@@ -28,7 +28,8 @@ def test_a_parents_allocated_counts_its_subtree(
 ) -> None:
     """team > a > a1: a gang of 3 x 2 GPUs runs in a1. a1, a and team each show 6 GPUs
     allocated (root at least 6); only a1 counts the PodGroup as running. When the pods
-    are gone, team's allocated drops the GPUs."""
+    are gone, team's allocated drops the GPUs. team, created without spec.parent, gets
+    parent root written (queue_controller_action.go, updateQueueParent)."""
     suffix = uuid.uuid4().hex[:6]
     team, a, a1 = (f"{n}{suffix}" for n in ("team", "a", "aa"))
     queue(api, team)
@@ -51,6 +52,8 @@ def test_a_parents_allocated_counts_its_subtree(
         assert not status(a).get("running") and not status(team).get("running")
         core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         wait_for("team's allocated drops", lambda: gpus(team) == 0)
+        # created without a parent: written root, as Volcano's queue controller does
+        assert co.get_cluster_custom_object(*QUEUES, team)["spec"]["parent"] == "root"
     finally:
         co.delete_collection_namespaced_custom_object(
             "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
