@@ -198,18 +198,19 @@ class Proportion:
 
     def __init__(self, args: Args) -> None:
         self.args = args
-        self._reach: tuple[int, dict[str, FloatArray]] = (0, {})
-        """(id of the session, queue -> reach) computed at open_session."""
+        self._reach: tuple[Session | None, dict[str, FloatArray]] = (None, {})
+        """(the session, queue -> reach) computed at open_session; the session itself,
+        not its id, so a later session at the same address never reads stale reaches."""
 
     def reach(self, ssn: Session, q: QueueState) -> FloatArray:
         """The most q's subtree may hold (see ``reaches``)."""
-        if self._reach[0] != id(ssn):
-            self._reach = (id(ssn), _session_reaches(ssn))
+        if self._reach[0] is not ssn:
+            self._reach = (ssn, _session_reaches(ssn))
         got = self._reach[1].get(q.name)
         return got if got is not None else _cap(ssn, q)
 
     def open_session(self, ssn: Session) -> None:
-        self._reach = (id(ssn), _session_reaches(ssn))
+        self._reach = (ssn, _session_reaches(ssn))
         queues = {n: q for n, q in ssn.queues.items() if n != "root"}
         own_want = {
             n: np.minimum(q.request.astype(np.float64), _cap(ssn, q)) for n, q in queues.items()
