@@ -9,7 +9,8 @@ failing the whole file. A name that is *close* to one of ours or to one of
 these is still an error (a typo must not silently switch a feature off).
 
 Facts from Volcano's source (``pkg/scheduler/actions/factory.go``,
-``pkg/scheduler/plugins/*/`` ``PluginName`` and argument key constants,
+``pkg/scheduler/plugins/factory.go`` and each plugin's ``PluginName`` and
+argument key constants, design docs for ``group-topology-affinity``,
 ``pkg/scheduler/conf/scheduler_conf.go``), v1.10 to master; the reasons are ours.
 """
 
@@ -46,7 +47,6 @@ PLUGINS_IGNORED: Mapping[str, str] = {
     "rescheduling": "runs only with the shuffle action, which is not implemented",
     "deviceshare": "vGPU/GPU-share device plugins are not implemented; see gpu-share",
     "numa-aware": "NUMA topology (Numatopology CRD) is not implemented",
-    "numaaware": "NUMA topology (Numatopology CRD) is not implemented",
     "cdp": "cooldown protection for elastic pods is not implemented",
     "tdm": "time-division multiplexing of revocable nodes is not implemented",
     "task-topology": "task affinity within a job is not implemented",
@@ -54,7 +54,6 @@ PLUGINS_IGNORED: Mapping[str, str] = {
     "resourcequota": "kube-apiserver enforces ResourceQuota when the pods are created",
     "nodegroup": "queue-to-node-group affinity is not implemented",
     "reservation": "elects the target job of Volcano's reserve action; ours needs no election",
-    "dra": "kube-scheduler's own DynamicResources plugin handles resource claims",
     "group-topology-affinity": "HyperNode affinity between PodGroups is not implemented",
 }
 """Volcano plugins without a counterpart here: accepted, not run."""
