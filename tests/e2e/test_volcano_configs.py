@@ -11,6 +11,8 @@ ignored with a warning log line and ``pyextender_config_ignored_total{kind,name}
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,3 +70,24 @@ def test_sidecar_runs_volcanos_config_and_counts_what_it_ignores(
     names = gang(core, api, namespace, "vc", size=2, gpus=1)
     wait_for("the gang bound", lambda: bound_of(core, namespace, names) == 2, timeout=60)
     assert time.monotonic() - started < 60
+
+
+def test_validate_config_prints_what_the_sidecar_ignores(tmp_path: Path) -> None:
+    """``pyextender validate-config`` as a user runs it: one warning line per ignored name,
+    exit 0, or 1 with --strict; a typo of a Volcano name is a problem (exit 1)."""
+    path = FOLDER / "chart-volcano-scheduler-capacity-card-ci.conf"
+    cmd = [sys.executable, "-m", "pyextender.cli", "validate-config"]
+    done = subprocess.run([*cmd, str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stdout.splitlines() if line.strip().startswith("warning:")]
+    assert len(warned) == len(IGNORED[path.name]), done.stdout
+    for _kind, name in IGNORED[path.name]:
+        assert any(f'"{name}" ignored' in line for line in warned), (name, done.stdout)
+    strict = subprocess.run([*cmd, "--strict", str(path)], capture_output=True, timeout=60)
+    assert strict.returncode == 1
+    typo = path.read_text().replace("network-topology-aware", "network-topology-awar")
+    bad = tmp_path / "typo.conf"
+    bad.write_text(typo)
+    failed = subprocess.run([*cmd, str(bad)], capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1
+    assert 'did you mean "network-topology-aware"' in failed.stderr, failed.stderr
