@@ -743,6 +743,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return NOT_SUPPORTED
     except (ClientConfigError, ValueError, OSError) as exc:
         return _fail(args, str(exc), 2)
+    except urllib3.exceptions.HTTPError as exc:  # the API server did not answer
+        return _fail(args, f"cannot reach the API server: {exc}", 2)
     except ApiException as exc:
         reason = exc.reason
         with contextlib.suppress(ValueError):  # the API server's message, when it sent one

@@ -325,4 +325,11 @@ def test_help_jobflow_and_flags_anywhere(state: ClusterState) -> None:
     before = vcctl(state, "-n", "kube-system", "queue", "list")
     after = vcctl(state, "queue", "list", "--namespace", "kube-system", after=True)
     assert before.returncode == after.returncode == 0 and before.stdout == after.stdout
+    # Volcano's --master/-s: the API server's address instead of the kubeconfig's
+    same = vcctl(state, "queue", "list", "-s", state.server, after=True)
+    assert same.returncode == 0 and same.stdout == before.stdout, same.stderr
+    nowhere = vcctl(state, "queue", "list", "--master", "https://127.0.0.1:9", after=True)
+    assert nowhere.returncode == 2 and "cannot reach the API server" in nowhere.stderr, (
+        nowhere.stderr
+    )
     assert vcctl(state, "version", after=True).returncode == 0
