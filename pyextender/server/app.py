@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import uvicorn
 from kubernetes import client
@@ -29,6 +30,7 @@ from pyextender.plugins.registry import REGISTRY
 from pyextender.server.actuator import Actuator
 from pyextender.server.barrier import DEFAULT_TIMEOUT_S, GangBarrier
 from pyextender.server.binder import ApiBinder
+from pyextender.server.config_events import post_config_event
 from pyextender.server.grpc_annotate import PodAnnotator
 from pyextender.server.grpc_server import GrpcOptions, GrpcServer
 from pyextender.server.grpc_service import SchedulerService
@@ -109,6 +111,16 @@ async def _freeze_after_sync(cache: ClusterCache) -> None:
     )
 
 
+def _log_failure(what: str) -> Callable[[asyncio.Future[Any]], None]:
+    """A done-callback that logs the exception of a fire-and-forget API call."""
+
+    def done(fut: asyncio.Future[Any]) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            log.warning("%s: %s", what, fut.exception())
+
+    return done
+
+
 def _node_event(core: client.CoreV1Api, node: str, message: str) -> None:
     """A Warning event on a Node (events of cluster-scoped objects live in "default")."""
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -174,10 +186,16 @@ async def serve(opts: ServeOptions) -> int:
     current = [load(opts.config_path)]
 
     def report(config: SchedulerConfig) -> None:
-        """Log and count what a loaded config maps or ignores (Volcano names we do not run)."""
+        """Log, count and post as an event what a loaded config maps or ignores (Volcano
+        names we do not run)."""
         for warning in config.warnings:
             log.warning("scheduler config: %s", warning.message)
         metrics.count_ignored((w.kind, w.name) for w in config.ignored)
+        if config.ignored:
+            posted = loop.run_in_executor(
+                API_THREADS, post_config_event, core, opts.lease_namespace, opts.lease_name, config
+            )
+            posted.add_done_callback(_log_failure("config event"))
 
     report(current[0])
     profile = build_profile(plugins_of(current[0]), metrics.observe_plugin)

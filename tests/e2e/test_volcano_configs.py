@@ -47,6 +47,19 @@ def _ignored_series(url: str) -> dict[tuple[str, str], float]:
     return out
 
 
+def _event_naming(core: client.CoreV1Api, ignored: set[tuple[str, str]]) -> bool:
+    events = core.list_namespaced_event(
+        "kube-system", field_selector="reason=ConfigIgnored,involvedObject.kind=Lease"
+    ).items
+    return any(
+        e.type == "Warning"
+        and e.involved_object.name == "pyextender-scheduler"
+        and all(f'"{n}" ignored' in e.message for _k, n in ignored)
+        and f"ignores {len(ignored)} name" in e.message
+        for e in events
+    )
+
+
 @pytest.mark.parametrize("name", sorted(IGNORED))
 def test_sidecar_runs_volcanos_config_and_counts_what_it_ignores(
     name: str,
@@ -66,6 +79,8 @@ def test_sidecar_runs_volcanos_config_and_counts_what_it_ignores(
     log = (Path(state.logs) / "sidecar.log").read_text()
     for kind, ignored in IGNORED[name]:
         assert f'"{ignored}" ignored' in log, (kind, ignored)
+    if IGNORED[name]:  # and a Warning event on the scheduler's Lease names them all
+        wait_for("the ConfigIgnored event", lambda: _event_naming(core, IGNORED[name]))
     # all or nothing still: a gang of two whole-GPU pods is placed together
     names = gang(core, api, namespace, "vc", size=2, gpus=1)
     wait_for("the gang bound", lambda: bound_of(core, namespace, names) == 2, timeout=60)
