@@ -1,9 +1,11 @@
 """PodGroup status from its member pods: counts, phase and the Scheduled condition.
 
 We own ``running``/``succeeded``/``failed``, the phases Running, Completed and
-Unknown, and the condition of type Scheduled. The sidecar owns Pending ->
-Inqueue and the Unschedulable condition; nothing here ever writes Pending or
-Inqueue. Volcano's scheduler computes the same thing each session (a member
+Unknown, and the condition of type Scheduled. The sidecar (the scheduler) owns
+Pending and Inqueue and the Unschedulable condition: it writes Pending for every
+new PodGroup it does not admit at once, as Volcano's scheduler does at the end of
+each session (pkg/scheduler/framework/session.go, jobStatus), so nothing here
+ever writes Pending or Inqueue. Volcano's scheduler computes the same thing each session (a member
 counts as *allocated* when it is bound and alive, or has succeeded):
 
 - allocated >= minMember: Running, or Completed when every allocated member

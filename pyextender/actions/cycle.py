@@ -4,33 +4,51 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pyextender.actions.allocate import admit_all_pending, allocate
 from pyextender.actions.decisions import Decisions
-from pyextender.actions.enqueue import allocate_elastic, enqueue
+from pyextender.actions.enqueue import account_admitted, admitted, enqueue
 from pyextender.actions.evict import preempt, reclaim
 from pyextender.actions.reservation import reserve
 from pyextender.framework.session import Session
 
 KNOWN_ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill", "reservation", "shuffle")
-"""allocate is kube-scheduler's own cycle (our filter/prioritize/bind); reservation holds
-nodes for the gang waiting past its sla-waiting-time (also done whenever the sla plugin is
-on); shuffle is accepted for Volcano compatibility and does nothing."""
+"""enqueue moves PodGroups to Inqueue; allocate lifts gang gates (kube-scheduler's own
+cycle then places the pods: our filter/prioritize/bind); reservation holds nodes for
+the gang waiting past its sla-waiting-time (also done whenever the sla plugin is on);
+shuffle is accepted for Volcano compatibility and does nothing."""
 
 
-def run_cycle(ssn: Session, actions: Sequence[str], sla: bool) -> Decisions:
+def run_cycle(
+    ssn: Session, actions: Sequence[str], sla: bool, require_fit: bool = False
+) -> Decisions:
     """Decide; apply nothing. Reservations are made when ``reservation`` is among the
-    actions or ``sla`` (the sla plugin is on, giving every gang its waiting time)."""
+    actions or ``sla`` (the sla plugin is on, giving every gang its waiting time).
+    ``require_fit``: enqueue's stricter mode (admit only gangs that fit now)."""
     decisions = Decisions()
     # Reservations from the last cycle (in ssn.state.reservations) steer this
     # cycle's admissions; fresh ones, from who is still starving, take over next.
     backfill = "backfill" in actions
+    relifted: set[str] = set()
     if "enqueue" in actions:
-        enqueue(ssn, decisions, backfill)
+        relifted = enqueue(ssn, decisions, backfill, require_fit)
     if "allocate" in actions:
-        allocate_elastic(ssn, decisions, backfill)
+        if "enqueue" not in actions:
+            relifted = account_admitted(ssn, decisions, require_fit=False)
+            admit_all_pending(ssn, decisions)
+        allocate(ssn, decisions, backfill, relifted)
     if "preempt" in actions:
         preempt(ssn, decisions)
     if "reclaim" in actions:
         reclaim(ssn, decisions)
     if sla or "reservation" in actions:
         decisions.reservations = reserve(ssn, decisions.starving)
+    admitting = {j.key for j in decisions.admit}
+    decisions.pending = [
+        j
+        for j in ssn.jobs.values()
+        if j.group is not None
+        and not j.group.phase_written
+        and not admitted(j)
+        and j.key not in admitting
+    ]
     return decisions

@@ -20,7 +20,11 @@ class Eviction:
 @dataclass(slots=True)
 class Decisions:
     admit: list[Job] = field(default_factory=list)
-    """Pending -> Inqueue (their first members' gates are in ``lift``)."""
+    """Pending -> Inqueue (with enqueue.requireFit their first members' gates are in
+    ``lift``; otherwise allocate lifts them when the whole gang fits)."""
+    pending: list[Job] = field(default_factory=list)
+    """PodGroups with no phase yet that stay Pending: phase Pending is written for
+    them, as Volcano's scheduler writes it for every group not Inqueue or Running."""
     lift: list[Task] = field(default_factory=list)
     """Pods whose gang gate comes off: members a gang needs to reach minMember,
     members of admitted gangs still gated after a crash, elastic members in

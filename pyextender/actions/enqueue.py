@@ -1,22 +1,31 @@
-"""enqueue: admit whole gangs, fairly across queues, when they fit.
+"""enqueue: move PodGroups Pending -> Inqueue, fairly across queues.
 
-A PodGroup moves Pending -> Inqueue (and the gates of the pods it needs to
-reach minMember are lifted) only when every plugin allows it (queue
-capability, overcommit, gang size) and those pods fit the free capacity left
-after every other admitted-but-unbound gang. So kube-scheduler only ever sees
-gangs that can be placed whole, and two gangs never hold half of the same
-nodes. Queues take turns: after each admission the queue furthest below its
-share (per the plugins' queue order) goes next.
+Volcano's semantics (the default): a PodGroup is admitted when its minimum
+(``minResources`` less what it already holds; without minResources, its
+existing members' requests) fits its queue's allowance (capability, parent
+queues, the share other queues' guarantees leave) and the cluster's total times
+the overcommit factor, as every plugin's ``job_enqueueable`` says, its pods
+not required: an operator's PodGroup without pods, or a user's, is admitted.
+Its gates stay on: lifting them is allocate's (pyextender.actions.allocate),
+which requires the whole gang to fit the free capacity now. While Inqueue the
+gang holds its minimum of its queue (``Job.held``), so queues and the overcommit
+limit see it.
 
-allocate (elastic members): members beyond minMember of admitted gangs are
-released one at a time, the job first in job order (e.g. smallest dominant
-share) first, while they fit and their queue's capability, and every parent
-queue's, allow it.
+``enqueue.requireFit`` (the stricter mode, before Volcano's): a PodGroup is
+admitted only when all its minMember pods exist (gang's ``job_valid``), the
+limits allow it and those pods fit the free capacity now, counting every other
+admitted-but-unbound gang; its gates are lifted at once. Inqueue then always
+means "placeable now"; a PodGroup without pods waits (operators: its
+minResources must fit the free capacity in total after a grace period).
+
+Queues take turns: after each admission the queue furthest below its share
+(per the plugins' queue order) goes next.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -38,21 +47,50 @@ def admitted(job: Job) -> bool:
     return job.group is None or job.phase not in ("Pending", "")
 
 
-def _allowed(ssn: Session, job: Job, request: IntArray, backfill: bool) -> npt.NDArray[np.bool_]:
+def assembling(ssn: Session, job: Job) -> bool:
+    """Its pods are still being created (fewer than minMember, created moments ago)."""
+    return len(job.tasks) < job.min_member and ssn.now - job.created < ASSEMBLY_GRACE_S
+
+
+def allowed_rows(
+    ssn: Session, job: Job, request: IntArray, backfill: bool
+) -> npt.NDArray[np.bool_]:
     """Rows the job may use: all but those reserved for another gang (unless backfill fits)."""
     allowed = np.ones(ssn.free.shape[0], dtype=np.bool_)
-    for row, r in ssn.state.reservations.by_row.items():
+    for row, r in {**ssn.state.reservations.by_row, **ssn.reserved_now}.items():
         if r.job != job.key and row < allowed.shape[0]:
             allowed[row] = backfill and may_backfill(job, request, r, ssn.now)
     return allowed
 
 
+def take_in_total(
+    ssn: Session, request: IntArray, allowed: npt.NDArray[np.bool_], partial: bool = False
+) -> IntArray:
+    """Take ``request`` off the free capacity, emptiest nodes first, without placing
+    pods (a gang's room held for it this cycle). Returns what could not be taken;
+    with ``partial`` False nothing is taken unless all of it can be."""
+    free = ssn.free[allowed].sum(axis=0)
+    if not partial and (request > free).any():
+        short: IntArray = np.maximum(request - free, 0)
+        return short
+    left = request.copy()
+    for row in np.argsort(-ssn.free.sum(axis=1)):
+        if not allowed[row]:
+            continue
+        take = np.minimum(ssn.free[row], left)
+        ssn.free[row] -= take
+        left -= take
+        if not left.any():
+            break
+    return left
+
+
 def _fits_in_total(
     ssn: Session, request: IntArray, allowed: npt.NDArray[np.bool_], missing: int
 ) -> Placement:
-    """A PodGroup admitted before its pods exist (gang.podless) has no pods to place:
-    like Volcano, its minResources must fit the free capacity in total. The capacity
-    is taken off the emptiest nodes, so later gangs of this cycle see it held."""
+    """requireFit, a PodGroup admitted before its pods exist (gang.podless): like
+    Volcano, its minResources must fit the free capacity in total; the capacity is
+    taken off the emptiest nodes, so later gangs of this cycle see it held."""
     free = ssn.free[allowed].sum(axis=0)
     short = [
         f"{name} {format_amount(name, int(need))} > {format_amount(name, int(have))} free"
@@ -63,51 +101,58 @@ def _fits_in_total(
         return Placement(
             [], max(missing, 1), "minResources exceed the free capacity: " + ", ".join(short)
         )
-    left = request.copy()
-    for row in np.argsort(-ssn.free.sum(axis=1)):
-        if not allowed[row]:
-            continue
-        take = np.minimum(ssn.free[row], left)
-        ssn.free[row] -= take
-        left -= take
-        if not left.any():
-            break
+    take_in_total(ssn, request, allowed)
     return Placement(rows=[], unplaced=0, reason="")
 
 
-def _live_pending(job: Job) -> list[Task]:
+def live_pending(job: Job) -> list[Task]:
     return [t for t in job.pending if not t.pod.deleting]
 
 
-def account_admitted(ssn: Session, decisions: Decisions) -> None:
-    """Hold capacity for admitted gangs' ungated, unbound pods; re-lift gates
-    of gangs that are admitted but short of minMember ungated pods."""
+def account_admitted(ssn: Session, decisions: Decisions, require_fit: bool) -> set[str]:
+    """Hold capacity for admitted gangs' ungated, unbound pods; re-lift the gates
+    of gangs whose lifting was decided but is unfinished. Returns those gangs' keys.
+
+    With requireFit every admitted gang had its gates lifted; otherwise only a gang
+    with a member placed or ungated has (an Inqueue gang with every gate on waits
+    for allocate)."""
     resources = ssn.state.resources
+    relifted: set[str] = set()
     for job in ssn.ordered_jobs([j for j in ssn.jobs.values() if j.group is not None]):
         if not admitted(job):
             continue
-        pending = _live_pending(job)
+        pending = live_pending(job)
         open_tasks = [t for t in pending if not t.gated]
         if open_tasks:
             place(ssn.free, [t.request for t in open_tasks], resources, commit=True)
-        short = job.min_member - job.bound_count - len(open_tasks)
-        if short > 0:
-            relift = [t for t in pending if t.gated][:short]
+        placed = job.bound_count + job.succeeded
+        short = job.min_member - placed - len(open_tasks)
+        started = placed + len(open_tasks) > 0
+        if short > 0 and (require_fit or started):
+            relift = sorted((t for t in pending if t.gated), key=_age)[:short]
+            if not relift:
+                continue
+            relifted.add(job.key)
             decisions.lift.extend(relift)
-            # These gates are coming off (just lifted, and the watch has not shown it
-            # yet; or a lift that failed or was cut short by a crash): the members
-            # hold their capacity and their queue's share now, or a second gang could
-            # be admitted into the same room, past a queue's capability.
+            # These gates are coming off (a lift that failed or was cut short by a
+            # crash, or a member recreated): the members hold their capacity and
+            # their queue's share now, or a second gang could be admitted into the
+            # same room, past a queue's capability.
             place(ssn.free, [t.request for t in relift], resources, commit=True)
+            ssn.release_hold(job)
             ssn.allocate(job, sum((t.request for t in relift), start=np.zeros_like(job.allocated)))
+    return relifted
 
 
-def enqueue(ssn: Session, decisions: Decisions, backfill: bool = True) -> None:
-    account_admitted(ssn, decisions)
-    resources = ssn.state.resources
+def _age(t: Task) -> tuple[str, str]:
+    return (t.pod.created, t.pod.name)
+
+
+def by_queue_turns(ssn: Session, jobs: list[Job]) -> Iterator[Job]:
+    """Jobs queue by queue: each turn the queue first in queue order (shares change
+    as jobs are given room) offers its next job in job order."""
     waiting: dict[str, list[Job]] = {}
-    pending = [j for j in ssn.jobs.values() if j.group is not None and not admitted(j)]
-    for job in ssn.ordered_jobs(pending):
+    for job in ssn.ordered_jobs(jobs):
         waiting.setdefault(job.queue, []).append(job)
 
     def compare(a: str, b: str) -> int:
@@ -115,71 +160,108 @@ def enqueue(ssn: Session, decisions: Decisions, backfill: bool = True) -> None:
             return ssn.queue_compare(ssn.queues[a], ssn.queues[b])
         return (a > b) - (a < b)
 
-    by_queue = functools.cmp_to_key(compare)
+    key = functools.cmp_to_key(compare)
     while waiting:
-        queue = min(waiting, key=by_queue)
+        queue = min(waiting, key=key)
         job = waiting[queue].pop(0)
         if not waiting[queue]:
             del waiting[queue]
-        tasks = needed_tasks(job)
-        request = min_request(ssn, job, tasks)
-        status = ssn.enqueueable(job, request)
-        missing = max(job.min_member - job.bound_count, 0)
-        if status.code == Code.UNRESOLVABLE:  # eviction cannot help: say so, move on
-            decisions.unschedulable[job.key] = gang_message(job, missing, status.message())
-            if len(job.tasks) < job.min_member and ssn.now - job.created < ASSEMBLY_GRACE_S:
-                decisions.assembling.add(job.key)
-            continue
-        allowed = _allowed(ssn, job, request, backfill)
-        requests = [t.request for t in tasks]
-        fit = place(ssn.free, requests, resources, allowed, commit=status.ok)
-        if not tasks and status.ok and job.bound_count < job.min_member:
-            # no pods yet (gang.podless): its minResources must fit in total
-            fit = _fits_in_total(ssn, request, allowed, missing)
-        if fit.ok and status.ok:
-            decisions.admit.append(job)
-            decisions.lift.extend(tasks)
-            ssn.allocate(job, request)
-            continue
-        reasons = []
-        if not fit.ok:
-            reason = fit.reason
-            if not allowed.all() and place(ssn.free, requests, resources).ok:
-                holders = sorted(
-                    {r.job for r in ssn.state.reservations.by_row.values() if r.job != job.key}
-                )
-                reason = f"free nodes are reserved for waiting gang {', '.join(holders)}"
-            reasons.append(reason)
-        if not status.ok:  # a queue or cluster limit says no (as well)
-            reasons.append(status.message())
-        unplaced = fit.unplaced if not fit.ok else missing
-        decisions.unschedulable[job.key] = gang_message(job, unplaced, "; ".join(reasons))
-        decisions.starving.append(job)
+        yield job
 
 
-def allocate_elastic(ssn: Session, decisions: Decisions, backfill: bool = True) -> None:
-    """Release gated members beyond minMember of admitted gangs, in job order."""
-    lifting = {t.pod.uid for t in decisions.lift}
-    admitted_now = {j.key for j in decisions.admit}
-    extras: dict[str, list[Task]] = {}
-    for job in ssn.jobs.values():
-        if job.group is None or not (admitted(job) or job.key in admitted_now):
-            continue
-        gated = [t for t in _live_pending(job) if t.gated and t.pod.uid not in lifting]
-        if gated:
-            extras[job.key] = sorted(gated, key=lambda t: (t.pod.created, t.pod.name))
-    resources = ssn.state.resources
-    while extras:
-        job = min((ssn.jobs[k] for k in extras), key=functools.cmp_to_key(ssn.job_compare))
-        task = extras[job.key].pop(0)
-        if not ssn.allocatable(job, task.request):
-            del extras[job.key]  # its queue (or a parent's) capability is reached
-            continue
-        allowed = _allowed(ssn, job, task.request, backfill)
-        if place(ssn.free, [task.request], resources, allowed, commit=True).ok:
-            decisions.lift.append(task)
-            ssn.allocate(job, task.request)
-            if not extras[job.key]:
-                del extras[job.key]
+def enqueue(
+    ssn: Session, decisions: Decisions, backfill: bool = True, require_fit: bool = False
+) -> set[str]:
+    """Admit Pending PodGroups; returns the keys of gangs account_admitted re-lifted."""
+    relifted = account_admitted(ssn, decisions, require_fit)
+    pending = [j for j in ssn.jobs.values() if j.group is not None and not admitted(j)]
+    for job in by_queue_turns(ssn, pending):
+        if require_fit:
+            _admit_fitting(ssn, decisions, job, backfill)
         else:
-            del extras[job.key]  # its next member does not fit either, this cycle
+            _admit_on_limits(ssn, decisions, job, backfill)
+    return relifted
+
+
+def _admit_on_limits(ssn: Session, decisions: Decisions, job: Job, backfill: bool) -> None:
+    """Volcano's enqueue: queue and cluster limits on the job's minimum, no pods needed."""
+    request = min_request(ssn, job, needed_tasks(job))
+    status = ssn.enqueueable(job, request)
+    if status.ok or (
+        backfill and status.code != Code.UNRESOLVABLE and _backfills(ssn, job, request)
+    ):
+        decisions.admit.append(job)
+        ssn.hold(job, request)
+        return
+    missing = max(job.min_member - job.bound_count, 0)
+    decisions.unschedulable[job.key] = gang_message(job, missing, status.message())
+    if status.code != Code.UNRESOLVABLE:
+        decisions.starving.append(job)  # reclaim may make room in its queue
+
+
+def _backfills(ssn: Session, job: Job, request: IntArray) -> bool:
+    """Would the limits admit the job but for what a gang with reserved nodes holds, and
+    does the job end before that gang can start (backfill)? It cannot delay it then."""
+    for r in ssn.state.reservations.held.values():
+        holder = ssn.jobs.get(r.job)
+        if holder is None or not holder.held.any() or not may_backfill(job, request, r, ssn.now):
+            continue
+        held = holder.held.copy()
+        ssn.release_hold(holder)
+        try:
+            if ssn.enqueueable(job, request).ok:
+                return True
+        finally:
+            ssn.hold(holder, held)
+    return False
+
+
+def _admit_fitting(ssn: Session, decisions: Decisions, job: Job, backfill: bool) -> None:
+    """requireFit: admitted only with every member needed and room for them now."""
+    resources = ssn.state.resources
+    tasks = needed_tasks(job)
+    request = min_request(ssn, job, tasks)
+    status = ssn.job_valid(job)
+    if status.ok:
+        status = ssn.enqueueable(job, request)
+    missing = max(job.min_member - job.bound_count, 0)
+    if status.code == Code.UNRESOLVABLE:  # eviction cannot help: say so, move on
+        decisions.unschedulable[job.key] = gang_message(job, missing, status.message())
+        if assembling(ssn, job):
+            decisions.assembling.add(job.key)
+        return
+    allowed = allowed_rows(ssn, job, request, backfill)
+    requests = [t.request for t in tasks]
+    fit = place(ssn.free, requests, resources, allowed, commit=status.ok)
+    if not tasks and status.ok and job.bound_count < job.min_member:
+        # no pods yet (gang.podless): its minResources must fit in total
+        fit = _fits_in_total(ssn, request, allowed, missing)
+    if fit.ok and status.ok:
+        decisions.admit.append(job)
+        decisions.lift.extend(tasks)
+        ssn.allocate(job, request)
+        return
+    reasons = []
+    if not fit.ok:
+        reasons.append(no_room_reason(ssn, job, fit, requests, allowed))
+    if not status.ok:  # a queue or cluster limit says no (as well)
+        reasons.append(status.message())
+    unplaced = fit.unplaced if not fit.ok else missing
+    decisions.unschedulable[job.key] = gang_message(job, unplaced, "; ".join(reasons))
+    decisions.starving.append(job)
+
+
+def no_room_reason(
+    ssn: Session,
+    job: Job,
+    fit: Placement,
+    requests: list[IntArray],
+    allowed: npt.NDArray[np.bool_],
+) -> str:
+    """Why the gang's members do not fit: the placement's reason, or the reservation
+    that keeps it off nodes where it would fit."""
+    if not allowed.all() and place(ssn.free, requests, ssn.state.resources).ok:
+        reserved = {**ssn.state.reservations.by_row, **ssn.reserved_now}
+        holders = sorted({r.job for r in reserved.values() if r.job != job.key})
+        return f"free nodes are reserved for waiting gang {', '.join(holders)}"
+    return fit.reason

@@ -106,7 +106,11 @@ def _fits(
             owner = ssn.job_of.get(t.pod.uid)
             if owner is not None and owner.queue in ssn.queues:
                 ssn.queues[owner.queue].allocated -= t.request
-        return ssn.enqueueable(job, request).ok
+        if job.group is None or job.phase in ("Pending", ""):
+            return ssn.enqueueable(job, request).ok
+        # admitted: its queue already holds its minimum (Job.held); what is asked now
+        # is allocate's question, may its queue hold these members
+        return ssn.allocatable(job, request)
     finally:
         for n, alloc in saved.items():
             ssn.queues[n].allocated = alloc

@@ -9,7 +9,7 @@ from pyextender.framework.session import IntArray, Job, Session, Task
 
 def needed_tasks(job: Job) -> list[Task]:
     """Unbound tasks that must be placed for the job to reach minMember (oldest first)."""
-    missing = max(job.min_member - job.bound_count, 0)
+    missing = max(job.min_member - job.bound_count - job.succeeded, 0)
     pending = sorted(job.pending, key=lambda t: (t.pod.created, t.pod.name))
     return pending[:missing]
 

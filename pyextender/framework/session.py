@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from pyextender.api.objects import PodInfo
 from pyextender.cache.batch import GroupView, QueueView
+from pyextender.cache.reservations import Reservation
 from pyextender.cache.state import ClusterState
 from pyextender.framework.status import SUCCESS, Code, Status
 
@@ -80,6 +81,14 @@ class Job:
     """Expected run time in seconds, when known (backfill)."""
     sla_wait: float | None = None
     """Seconds after which the job gets nodes reserved (sla)."""
+    held: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """What an admitted (Inqueue) gang whose gates are still on holds of its queue's
+    ``inqueue`` (its minResources, or its needed members' requests): the queue's
+    room is promised to it between enqueue and the lifting of its gates."""
+
+    succeeded: int = 0
+    """Members that have Succeeded (gone from ``tasks``): they count toward
+    minMember, as Volcano's ready count does."""
 
     @property
     def bound_count(self) -> int:
@@ -87,7 +96,7 @@ class Job:
 
     @property
     def ready(self) -> bool:
-        return self.bound_count >= self.min_member
+        return self.bound_count + self.succeeded >= self.min_member
 
     @property
     def pending(self) -> list[Task]:
@@ -112,6 +121,11 @@ class QueueState:
     deserved: FloatArray
     share: float = 0.0
     """max over resources of allocated / deserved (proportion)."""
+    held: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The part of ``inqueue`` that admitted gangs with their gates still on hold
+    (the sum of their ``Job.held``): counted at admission, not when allocate asks
+    whether a queue may hold more members (Volcano's allocatable looks at what is
+    allocated)."""
 
     @property
     def name(self) -> str:
@@ -150,6 +164,27 @@ class JobEnqueueable(Protocol):
 
     def job_enqueueable(self, ssn: Session, job: Job, request: IntArray) -> Status:
         """May the job be admitted now, asking for ``request`` (its min resources)?"""
+        ...
+
+
+@runtime_checkable
+class EnqueuePermit(Protocol):
+    name: str
+
+    def enqueue_permit(self, ssn: Session, job: Job) -> bool:
+        """True: admit the job whatever later tiers' limits say (Volcano's Permit vote
+        in JobEnqueueable, e.g. sla past the job's waiting time). A refusal in the
+        same tier, or one eviction cannot help (a closed queue), still wins."""
+        ...
+
+
+@runtime_checkable
+class JobValid(Protocol):
+    name: str
+
+    def job_valid(self, ssn: Session, job: Job) -> Status:
+        """May the job's pods be placed now (e.g. minMember of them exist)? Asked before
+        its gates are lifted; not asked for admission (Volcano's JobValidFn)."""
         ...
 
 
@@ -231,6 +266,10 @@ class Session:
         self.free: IntArray = free
         """Free capacity per row after bound and assumed pods; actions subtract
         what they admit, so later decisions in the cycle see earlier ones."""
+        self.reserved_now: dict[int, Reservation] = {}
+        """Rows reserved during this cycle (a gang past its sla-waiting-time that did
+        not fit): later gangs of the same cycle keep off them, as they keep off the
+        reservations of the last cycle (``state.reservations``)."""
 
     # -- tier evaluation -----------------------------------------------------------
     def _plugins(self, kind: type, option: str) -> list[list[object]]:
@@ -291,23 +330,46 @@ class Session:
         return sorted(by_job, key=lambda j: rank.get(j.queue, len(rank)))
 
     def enqueueable(self, job: Job, request: IntArray) -> Status:
-        for tier in self._plugins(JobEnqueueable, "enableJobEnqueued"):
+        permitted = False
+        voters = self._plugins(JobEnqueueable, "enableJobEnqueued")
+        permits = self._plugins(EnqueuePermit, "enableJobEnqueued")
+        for tier, permitting in zip(voters, permits, strict=True):
             for p in tier:
                 st: Status = p.job_enqueueable(self, job, request)  # type: ignore[attr-defined]
+                if not st.ok and not (permitted and st.code != Code.UNRESOLVABLE):
+                    return st
+            if any(p.enqueue_permit(self, job) for p in permitting):  # type: ignore[attr-defined]
+                permitted = True
+        return SUCCESS
+
+    def job_valid(self, job: Job) -> Status:
+        for tier in self._plugins(JobValid, "enabled"):
+            for p in tier:
+                st: Status = p.job_valid(self, job)  # type: ignore[attr-defined]
                 if not st.ok:
                     return st
         return SUCCESS
 
     def allocatable(self, job: Job, request: IntArray) -> bool:
-        """Queue limits for one more task of an admitted job (switched with enqueue's)."""
+        """Queue limits for members of an admitted job about to be placed (switched with
+        enqueue's). What admitted gangs merely hold (``QueueState.held``) does not count:
+        the question is what the queues will have placed."""
         q = self.queues.get(job.queue)
         if q is None:
             return True
-        for tier in self._plugins(Allocatable, "enableJobEnqueued"):
-            for p in tier:
-                if not p.allocatable(self, q, request):  # type: ignore[attr-defined]
-                    return False
-        return True
+        saved = {n: o.inqueue for n, o in self.queues.items()}
+        for o in self.queues.values():
+            if o.held.shape == o.inqueue.shape:
+                o.inqueue = o.inqueue - o.held
+        try:
+            for tier in self._plugins(Allocatable, "enableJobEnqueued"):
+                for p in tier:
+                    if not p.allocatable(self, q, request):  # type: ignore[attr-defined]
+                        return False
+            return True
+        finally:
+            for n, inqueue in saved.items():
+                self.queues[n].inqueue = inqueue
 
     def victims(self, job: Job, candidates: list[Task], reclaim: bool) -> list[Task]:
         """Candidates the first voting tier allows; none when no plugin votes."""
@@ -333,6 +395,27 @@ class Session:
         for tier in self._plugins(AllocateHandler, "enabled"):
             for p in tier:
                 p.on_allocate(self, job, request)  # type: ignore[attr-defined]
+
+    def hold(self, job: Job, request: IntArray) -> None:
+        """Admitted, gates still on: the gang holds ``request`` of its queue (Inqueue)."""
+        job.held = job.held + request if job.held.shape == request.shape else request.copy()
+        q = self.queues.get(job.queue)
+        if q is not None:
+            q.inqueue = q.inqueue + request
+            q.held = q.held + request if q.held.shape == request.shape else request.copy()
+        for tier in self._plugins(AllocateHandler, "enabled"):
+            for p in tier:
+                p.on_allocate(self, job, np.zeros_like(request))  # type: ignore[attr-defined]
+
+    def release_hold(self, job: Job) -> None:
+        """The gang's gates are being decided: what it held of its queue is taken back
+        (``allocate`` then records what it is really given)."""
+        q = self.queues.get(job.queue)
+        if q is not None and job.held.shape == q.inqueue.shape:
+            q.inqueue = q.inqueue - job.held
+            if q.held.shape == job.held.shape:
+                q.held = q.held - job.held
+        job.held = np.zeros_like(job.held)
 
     def overused(self, queue: QueueState) -> bool:
         for tier in self._plugins(Overused, "enabledOverused"):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
 
 from pyextender.api.names import (
+    GANG_GATE,
     QUEUE_NAME_ANNOTATION,
     RUNNING_ESTIMATE_ANNOTATION,
     SLA_WAITING_TIME_ANNOTATION,
@@ -15,7 +16,7 @@ from pyextender.api.names import (
 from pyextender.api.volcano.codec import duration_seconds
 from pyextender.cache.batch import DEFAULT_QUEUE, ROOT_QUEUE, QueueView
 from pyextender.cache.cluster import ClusterCache
-from pyextender.framework.session import Job, QueueState, Session, Task, timestamp
+from pyextender.framework.session import IntArray, Job, QueueState, Session, Task, timestamp
 
 LONE_PREFIX = "pod:"
 """Job key prefix of a pod without a PodGroup (a job of one)."""
@@ -33,6 +34,36 @@ def _duration(text: str | None) -> float | None:
         return None
 
 
+def _held(job: Job, opened: IntArray, width: int, column: Mapping[str, int]) -> IntArray:
+    """What an admitted gang still short of minMember placed or ungated members holds
+    of its queue beyond its ungated pods: its minResources less what it has, else the
+    requests of the gated members it needs (oldest first). Volcano's proportion and
+    overcommit count an Inqueue job's minResources the same way."""
+    group = job.group
+    assert group is not None
+    pending = [t for t in job.pending if not t.pod.deleting]
+    opened_count = sum(1 for t in pending if not t.gated)
+    placed = job.bound_count + job.succeeded
+    if placed + opened_count >= job.min_member:
+        return np.zeros(width, dtype=np.int64)
+    if group.min_resources:
+        want = np.zeros(width, dtype=np.int64)
+        for name, value in group.min_resources.items():
+            col = column.get(name)
+            if col is not None:
+                want[col] = value
+    else:
+        gated = sorted((t for t in pending if t.gated), key=lambda t: (t.pod.created, t.pod.name))
+        missing = job.min_member - placed - opened_count
+        want = (
+            job.allocated
+            + opened
+            + sum((t.request for t in gated[:missing]), np.zeros(width, dtype=np.int64))
+        )
+    held: IntArray = np.maximum(want - job.allocated - opened, 0)
+    return held
+
+
 def build_session(
     cache: ClusterCache,
     tiers: Sequence[Sequence[object]],
@@ -40,12 +71,15 @@ def build_session(
     options: dict[str, dict[str, bool]] | None = None,
     phases: dict[str, str] | None = None,
     evicting: set[str] | None = None,
+    lifting: set[str] | None = None,
 ) -> Session:
     """``phases`` overrides PodGroup phases the scheduler wrote but the watch has
-    not shown yet; ``evicting`` lists pod uids evicted but not yet seen deleting."""
+    not shown yet; ``evicting`` lists pod uids evicted but not yet seen deleting;
+    ``lifting`` pod uids whose gang gate we removed but the watch still shows."""
     state = cache.state
     phases = phases or {}
     evicting = evicting or set()
+    lifting = lifting or set()
     width = len(state.resources)
     jobs: dict[str, Job] = {}
     for uid, pod in cache.pods_by_uid.items():
@@ -55,6 +89,8 @@ def build_session(
         rec = state.pods.get(uid)
         if uid in evicting and not pod.deleting:
             pod = replace(pod, deleting=True)
+        if uid in lifting and GANG_GATE in pod.gates:
+            pod = replace(pod, gates=tuple(g for g in pod.gates if g != GANG_GATE))
         task = Task(pod=pod, request=state.vector(pod.requests), node=rec.node if rec else -1)
         key = group_key or f"{LONE_PREFIX}{pod.key}"
         job = jobs.get(key)
@@ -107,6 +143,7 @@ def build_session(
             if t.bound:
                 job.allocated += t.request
         if job.group is not None:
+            job.succeeded = cache.succeeded_members(job.key)
             est = _duration(job.group.annotations.get(RUNNING_ESTIMATE_ANNOTATION))
             job.running_estimate = est if est is not None else job.running_estimate
             job.sla_wait = _duration(job.group.annotations.get(SLA_WAITING_TIME_ANNOTATION))
@@ -125,17 +162,25 @@ def build_session(
             inqueue=zero.copy(),
             request=zero.copy(),
             deserved=np.zeros(width, dtype=np.float64),
+            held=zero.copy(),
         )
     for job in jobs.values():
+        job.held = np.zeros(width, dtype=np.int64)
         q = queues.get(job.queue)
         if q is None:
             continue
         q.allocated += job.allocated
         q.request += job.allocated
+        opened = np.zeros(width, dtype=np.int64)
         for t in job.pending:
             q.request += t.request
             if job.phase == "Inqueue" and not t.gated:
-                q.inqueue += t.request
+                opened += t.request
+        q.inqueue += opened
+        if job.phase == "Inqueue" and job.group is not None:
+            job.held = _held(job, opened, width, state.column)
+            q.inqueue += job.held
+            q.held += job.held
     ssn = Session(state, jobs, queues, tiers, now, options)
     ssn.open()
     return ssn

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyextender.framework.action_args import ACTION_ARGS
 from pyextender.framework.config import SchedulerConfig, load_config, load_config_file
 from pyextender.framework.registry import PluginSpec
 from pyextender.plugins.registry import REGISTRY
@@ -45,8 +46,8 @@ tiers:
 def load(path: str | None) -> SchedulerConfig:
     """The config in ``path``, or the default. Raises ConfigError naming every problem."""
     if path is None:
-        return load_config(DEFAULT_CONFIG, REGISTRY)
-    return load_config_file(path, REGISTRY)
+        return load_config(DEFAULT_CONFIG, REGISTRY, action_args=ACTION_ARGS)
+    return load_config_file(path, REGISTRY, action_args=ACTION_ARGS)
 
 
 def plugins_of(config: SchedulerConfig) -> list[tuple[PluginSpec, Any]]:

@@ -1,12 +1,16 @@
-"""gang: a job is admitted only when all of its minMember tasks exist, and is
-never left running below minMember by an eviction (it is evicted whole).
+"""gang: a job's gates are lifted only when all of its minMember tasks exist
+(Volcano's JobValidFn), and it is never left running below minMember by an
+eviction (it is evicted whole).
 
-One exception, Volcano's protocol for operators: a PodGroup with minResources and
-no pods at all, older than ``PODLESS_GRACE_S``, is judged by its minResources
-alone. The Kubeflow training operator creates a job's pods only once its PodGroup
-has left Pending, so waiting for its pods would wait forever.
+Admission (Pending -> Inqueue) does not ask for the pods: like Volcano's enqueue
+it looks at minResources and the queue only (see pyextender.actions.enqueue). With
+``enqueue.requireFit`` admission asks this check too, with one exception for
+operators: a PodGroup with minResources and no pods at all, older than
+``PODLESS_GRACE_S``, is judged by its minResources alone. The Kubeflow training
+operator creates a job's pods only once its PodGroup has left Pending, so waiting
+for its pods would wait forever.
 
-The all-or-nothing placement itself is done by enqueue (whole-gang fit) and
+The all-or-nothing placement itself is done by the actions (whole-gang fit) and
 by the bind barrier in the sidecar; this plugin supplies the session's view.
 """
 
@@ -49,8 +53,8 @@ class Gang:
         # jobs still short of minMember go before jobs that already run
         return int(a.ready) - int(b.ready)
 
-    def job_enqueueable(self, ssn: Session, job: Job, request: object) -> Status:
-        exist = len(job.tasks)
+    def job_valid(self, ssn: Session, job: Job) -> Status:
+        exist = len(job.tasks) + job.succeeded
         if exist < job.min_member and not podless(ssn, job):
             if job.group is None:
                 return unschedulable(self.name, "PodGroup not found", structural=True)

@@ -1,6 +1,15 @@
-"""sla: a job waiting longer than its sla-waiting-time goes first and gets
-nodes reserved for it (see pyextender.actions.reservation), so smaller jobs
-cannot starve it. Per-job override: PodGroup annotation ``sla-waiting-time``.
+"""sla: a job waiting longer than its sla-waiting-time is served first, admitted
+whatever the queue and cluster limits of later tiers say, and keeps what is free
+for itself, so smaller, later jobs cannot starve it (Volcano's sla plugin:
+JobOrderFn, JobEnqueueableFn and JobPipelinedFn; pkg/scheduler/plugins/sla/sla.go).
+Per-job override: PodGroup annotation ``sla-waiting-time``.
+
+- order: a job with a waiting time goes before one without; among them, the one
+  whose deadline (creation + waiting time) comes first goes first;
+- enqueue: past its deadline a job is permitted (Pending -> Inqueue);
+- allocate: past its deadline a gang that does not fit keeps the free capacity it
+  would use (pyextender.actions.allocate), and the reservation action holds nodes
+  for it (pyextender.actions.reservation).
 
 As a filter it keeps other jobs off reserved nodes, except backfill: a job
 that declares a running estimate (``pyextender.io/running-estimate``) short
@@ -49,8 +58,13 @@ class Sla:
                 job.sla_wait = default
 
     def job_order(self, ssn: Session, a: Job, b: Job) -> int:
-        sa, sb = past_sla(ssn, a) and not a.ready, past_sla(ssn, b) and not b.ready
-        return int(sb) - int(sa)
+        da, db = _deadline(a), _deadline(b)
+        if da is None or db is None:
+            return (da is None) - (db is None)  # with a waiting time first
+        return (da > db) - (da < db)
+
+    def enqueue_permit(self, ssn: Session, job: Job) -> bool:
+        return past_sla(ssn, job)
 
     def filter(self, ctx: PodContext, rows: IntArray) -> FilterResult:
         res = ctx.state.reservations
@@ -79,6 +93,11 @@ class Sla:
             codes[i] = 1  # UNSCHEDULABLE: the reservation ends when the gang is placed
             ids[i] = reasons.index(why)
         return FilterResult(codes, ids, reasons)
+
+
+def _deadline(job: Job) -> float | None:
+    """Epoch seconds by which the job should have been served (None: no SLA)."""
+    return None if job.sla_wait is None else job.created + job.sla_wait
 
 
 def job_key(pod: PodInfo) -> str:

@@ -14,8 +14,8 @@ the tier limit is the PodGroup's Volcano ``networkTopology`` (mode hard|soft,
 highestTierAllowed), else ``pyextender.io/highest-tier-allowed`` with
 ``pyextender.io/network-topology-mode``, else the plugin args.
 
-The plan is made when the gang is admitted (enqueue asks ``job_enqueueable``;
-a hard limit that cannot be met keeps the PodGroup Pending with the reason)
+The plan is made before the gang's gates are lifted (the actions ask
+``job_valid``; a hard limit that cannot be met keeps the gates on, with the reason)
 and kept in the cluster state, where the filter of every replica finds it.
 """
 
@@ -90,8 +90,8 @@ class Supernode:
             return max(ctx.group.min_member, 1)
         return max(_first_int(ctx.pod, (names.GANG_SIZE_ANNOTATION,)), 1)
 
-    def job_enqueueable(self, ssn: Session, job: Job, request: IntArray) -> Status:
-        """Plan the gang's supernodes at admission; refuse when it cannot be met."""
+    def job_valid(self, ssn: Session, job: Job) -> Status:
+        """Plan the gang's supernodes before its gates come off; refuse when it cannot be met."""
         if job.group is None or not job.tasks:
             return SUCCESS
         task = job.tasks[0]

@@ -1,6 +1,7 @@
 """Applies a cycle's decisions to the API server.
 
-PodGroup status (phase Inqueue, condition Unschedulable) is written through
+PodGroup status (phase Inqueue, phase Pending for a group that has none yet,
+condition Unschedulable) is written through
 the status subresource (or the object itself when the installed CRD has none,
 as Volcano's does; ``pyextender.api.status_route``) with a merge patch that carries the PodGroup's
 resourceVersion and keeps every condition type but ours, so a write based on
@@ -76,6 +77,8 @@ class Applied:
     """Pod uids whose gate is still on."""
     failed_evictions: list[str] = field(default_factory=list)
     """Pod uids not evicted (error or fenced; a PDB refusal counts too)."""
+    failed_pending: list[str] = field(default_factory=list)
+    """PodGroup uids whose first phase (Pending) was not written."""
 
 
 def _now() -> str:
@@ -172,6 +175,9 @@ class Actuator:
                 self._later(self._unschedulable(key, message, groups.get(key), allowed))
         for ev in d.evictions:
             work.append(self._evict(ev, allowed, out))
+        for job in d.pending:
+            if job.group is not None:
+                work.append(self._pending(job.group, allowed, out))
         if work:
             await asyncio.gather(*work)
         return out
@@ -219,10 +225,38 @@ class Actuator:
         self.said.pop(job.key, None)
         self.metrics.admissions.labels(job.queue).inc()
         log.info("admitted %s (queue %s, minMember %d)", job.key, job.queue, job.min_member)
-        self._report(
-            self._event_group(group, "Normal", "Enqueued", "all minMember tasks fit; gang admitted")
-        )
+        self._report(self._event_group(group, "Normal", "Enqueued", _enqueued_message(job)))
         return True
+
+    async def _pending(self, group: GroupView, allowed: Allowed, out: Applied) -> None:
+        """A PodGroup with no phase yet stays Pending: say so (Volcano's scheduler writes
+        Pending for every group not Inqueue or Running). Guarded by resourceVersion,
+        so it never overwrites a phase written meanwhile."""
+        body: dict[str, Any] = {"status": {"phase": "Pending"}}
+        if group.resource_version:
+            body["metadata"] = {"resourceVersion": group.resource_version}
+        try:
+            await self._call(
+                "pending",
+                self.status.patch_status,
+                GROUP,
+                VERSION,
+                PLURAL,
+                group.namespace,
+                group.name,
+                body,
+                allowed=allowed,
+                _content_type=MERGE,
+            )
+        except Exception as exc:
+            quiet = isinstance(exc, Fenced) or (
+                isinstance(exc, ApiException) and exc.status in (404, 409)
+            )
+            if not quiet:
+                log.warning("phase Pending on %s: %s", group.key, _why(exc))
+            out.failed_pending.append(group.uid)
+            return
+        self.metrics.writes.labels("pending", "ok").inc()
 
     def cancel_background(self) -> None:
         """Stop condition writes still running (leadership ended).
@@ -399,6 +433,10 @@ class Actuator:
             body_of(resp)
         except Exception as exc:
             log.debug("event on %s %s/%s: %s", what, ns, name, _why(exc))
+
+
+def _enqueued_message(job: Job) -> str:
+    return f"gang admitted (Pending -> Inqueue) in queue {job.queue}"
 
 
 def _why(exc: BaseException) -> str:

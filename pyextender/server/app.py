@@ -23,6 +23,7 @@ from pyextender.api.resources import gpu_resources
 from pyextender.api.supervise import Supervisor
 from pyextender.cache.cluster import ClusterCache
 from pyextender.cache.state import ClusterState
+from pyextender.framework.action_args import ACTION_ARGS
 from pyextender.framework.config import ConfigError, ConfigWatcher, SchedulerConfig
 from pyextender.framework.runtime import build_profile
 from pyextender.plugins.defaults import load, plugins_of
@@ -282,7 +283,9 @@ async def serve(opts: ServeOptions) -> int:
             metrics.config_errors.inc()
             log.error("scheduler config change rejected, keeping the last good one: %s", exc)
 
-        watcher = ConfigWatcher(opts.config_path, REGISTRY, on_change=apply, on_error=reject)
+        watcher = ConfigWatcher(
+            opts.config_path, REGISTRY, on_change=apply, on_error=reject, action_args=ACTION_ARGS
+        )
         watcher_task = supervisor.spawn("config-watcher", watcher.run())
 
     def ready() -> tuple[bool, str]:

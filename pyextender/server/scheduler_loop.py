@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pyextender.actions.cycle import run_cycle
 from pyextender.actions.decisions import Decisions
 from pyextender.cache.cluster import ClusterCache
+from pyextender.framework.action_args import require_fit
 from pyextender.framework.config import SchedulerConfig
 from pyextender.framework.session import Session
 from pyextender.framework.snapshot import build_session
@@ -23,6 +24,9 @@ from pyextender.server.actuator import Actuator, Allowed, Applied
 from pyextender.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+Overrides = tuple[dict[str, str], set[str], set[str]]
+"""Phases we wrote, pods we evicted, gates we lifted: not yet shown by the watch."""
 
 DECIDE_THREAD = ThreadPoolExecutor(1, thread_name_prefix="decide")
 """Where cycles and the preempt verb's sessions are built and run, one at a time
@@ -62,6 +66,8 @@ class SchedulerLoop:
         """pod uid -> when we evicted it."""
         self.lifted: dict[str, float] = {}
         """pod uid -> when we asked for its gate to come off."""
+        self.pended: dict[str, float] = {}
+        """PodGroup uid -> when we wrote its first phase, Pending."""
         self._writes: set[asyncio.Future[Applied]] = set()
         self.ready_seen: set[str] = set()
         self.cycles = 0
@@ -76,22 +82,29 @@ class SchedulerLoop:
             self._built_for = cfg
         return self._tiers, self._options
 
-    def _overrides(self, now: float) -> tuple[dict[str, str], set[str]]:
-        """Our own writes the watch may not show yet: PodGroups we admitted (phase)
-        and pods we evicted. Read on the event loop, which owns these dicts."""
+    def _overrides(self, now: float) -> Overrides:
+        """Our own writes the watch may not show yet: PodGroups we admitted (phase),
+        pods we evicted and gates we lifted. Read on the event loop, which owns
+        these dicts."""
         phases = {
             key: "Inqueue"
             for key, g in self.cache.groups.items()
             if now - self.admitted.get(g.uid, -REMEMBER_S) < REMEMBER_S
         }
         evicting = {u for u, t in self.evicted.items() if now - t < REMEMBER_S}
-        return phases, evicting
+        lifting = {u for u, t in self.lifted.items() if now - t < REMEMBER_S}
+        return phases, evicting, lifting
 
     def _build(
-        self, cache: ClusterCache, now: float, phases: dict[str, str], evicting: set[str]
+        self,
+        cache: ClusterCache,
+        now: float,
+        phases: dict[str, str],
+        evicting: set[str],
+        lifting: set[str] | None = None,
     ) -> Session:
         tiers, options = self._plugins()
-        return build_session(cache, tiers, now, options, phases, evicting)
+        return build_session(cache, tiers, now, options, phases, evicting, lifting)
 
     def session(self, now: float | None = None) -> Session:
         """A session over the live cache, built on the calling thread (tests, tools)."""
@@ -111,16 +124,17 @@ class SchedulerLoop:
         self,
         now: float,
         cache: ClusterCache | None = None,
-        overrides: tuple[dict[str, str], set[str]] | None = None,
+        overrides: Overrides | None = None,
     ) -> tuple[Session, Decisions]:
         """Build a session and run the actions. Pure over ``cache`` (default: the
         live one), so it may run on the decide thread over a snapshot."""
         cache = self.cache if cache is None else cache
-        phases, evicting = overrides if overrides is not None else self._overrides(now)
-        ssn = self._build(cache, now, phases, evicting)
+        phases, evicting, lifting = overrides if overrides is not None else self._overrides(now)
+        ssn = self._build(cache, now, phases, evicting, lifting)
         sla = "sla" in self._options
+        cfg = self.config()
         start = time.perf_counter()
-        decisions = run_cycle(ssn, self.config().actions, sla)
+        decisions = run_cycle(ssn, cfg.actions, sla, require_fit(cfg.configurations))
         self.metrics.action_seconds.labels("cycle").observe(time.perf_counter() - start)
         return ssn, decisions
 
@@ -147,6 +161,7 @@ class SchedulerLoop:
             self.admitted.clear()
             self.lifted.clear()
             self.evicted.clear()
+            self.pended.clear()
 
     async def _run(self) -> None:
         last_version = -1
@@ -190,7 +205,14 @@ class SchedulerLoop:
             self.lifted[member.pod.uid] = now
         for ev in decisions.evictions:
             self.evicted[ev.task.pod.uid] = now
-        for memory in (self.admitted, self.lifted, self.evicted):
+        # a first phase is written once; the watch then shows it
+        decisions.pending = [
+            j for j in decisions.pending if j.group is not None and j.group.uid not in self.pended
+        ]
+        for job in decisions.pending:
+            if job.group is not None:
+                self.pended[job.group.uid] = now
+        for memory in (self.admitted, self.lifted, self.evicted, self.pended):
             for key in [k for k, t in memory.items() if now - t >= REMEMBER_S]:
                 del memory[key]
         self._observe(ssn, now)
@@ -235,6 +257,8 @@ class SchedulerLoop:
             self.lifted.pop(uid, None)
         for uid in applied.failed_evictions:
             self.evicted.pop(uid, None)
+        for uid in applied.failed_pending:
+            self.pended.pop(uid, None)
 
     def _observe(self, ssn: Session, now: float) -> None:
         names = ssn.state.resources

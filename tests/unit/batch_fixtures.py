@@ -156,8 +156,10 @@ class World:
     def cycle(
         self,
         actions: tuple[str, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill"),
+        require_fit: bool = False,
         **kw: Any,
     ) -> Decisions:
+        """``require_fit``: enqueue.requireFit (admit only gangs that fit now)."""
         ssn = self.session(**kw)
         sla = any(getattr(p, "name", "") == "sla" for t in ssn.tiers for p in t)
-        return run_cycle(ssn, actions, sla)
+        return run_cycle(ssn, actions, sla, require_fit)

@@ -17,7 +17,7 @@ def test_gang_that_does_not_fit_is_not_admitted_and_says_why() -> None:
     w = World(nodes=1, gpus=8)
     w.pod("busy", gpus=2, node="n0")
     w.gang("g", 8)
-    d = w.cycle()
+    d = w.cycle(require_fit=True)
     assert admitted(d) == []
     assert d.unschedulable["t/g"].startswith(
         "2/8 tasks in gang unschedulable: Insufficient nvidia.com/gpu"
@@ -252,7 +252,7 @@ def test_reservation_then_backfill_only_short_jobs() -> None:
     # a 2-GPU job with no estimate may not take n1's free GPUs; one that ends in time may
     w.gang("noest", 1, gpus=2)
     w.gang("quick", 1, gpus=2, annotations={"pyextender.io/running-estimate": "5s"})
-    d2 = w.cycle(tiers=tiers, now=now)
+    d2 = w.cycle(tiers=tiers, now=now, require_fit=True)
     assert admitted(d2) == ["t/quick"]
     assert "reserved for waiting gang t/big" in d2.unschedulable["t/noest"]
 
@@ -262,7 +262,7 @@ def test_placement_counts_free_capacity_exactly() -> None:
     w = World(nodes=2, gpus=8)
     w.gang("g", 16, gpus=1)
     ssn = w.session()
-    d = run_cycle(ssn, ("enqueue",), False)
+    d = run_cycle(ssn, ("enqueue",), False, require_fit=True)
     assert admitted(d) == ["t/g"]
     # the session the cycle ran in placed every member: no GPU left on either node
     gpu = ssn.state.column["nvidia.com/gpu"]
@@ -270,7 +270,7 @@ def test_placement_counts_free_capacity_exactly() -> None:
     # one member more does not fit, and the reason says how many are short
     w2 = World(nodes=2, gpus=8)
     w2.gang("g", 17, gpus=1)
-    d2 = w2.cycle()
+    d2 = w2.cycle(require_fit=True)
     assert admitted(d2) == []
     assert "1/17 tasks in gang unschedulable" in d2.unschedulable["t/g"]
 
@@ -283,7 +283,7 @@ def test_queues_take_turns_by_share() -> None:
         w.gang(f"a{i:02d}", 1, gpus=2, queue="one")
     for i in range(20):
         w.gang(f"b{i:02d}", 1, gpus=2, queue="three")
-    d = w.cycle()
+    d = w.cycle(require_fit=True)
     got = {"one": 0, "three": 0}
     for j in d.admit:
         got[j.queue] += 2
@@ -319,7 +319,8 @@ def test_podgroup_without_pods_is_admitted_on_its_min_resources() -> None:
     w = World(nodes=2, gpus=8)
     _podless(w, "pt", "12")
     _podless(w, "pu", "6")  # fits alone, not after pt: its room is held
-    d = w.cycle(tiers=[["priority", "gang"], ["drf", "predicates"]])  # no queue limits
+    tiers = [["priority", "gang"], ["drf", "predicates"]]  # no queue limits
+    d = w.cycle(tiers=tiers, require_fit=True)
     assert admitted(d) == ["t/pt"]
     assert d.unschedulable["t/pu"] == (
         "2/2 tasks in gang unschedulable: minResources exceed the free capacity: "
@@ -330,7 +331,7 @@ def test_podgroup_without_pods_is_admitted_on_its_min_resources() -> None:
 def test_podgroup_without_pods_waits_for_them_during_the_grace_period() -> None:
     w = World(nodes=1, gpus=8)
     _podless(w, "pt", "4")
-    d = w.cycle(now=1767225600.0 + 2)  # 2 s after it was created
+    d = w.cycle(now=1767225600.0 + 2, require_fit=True)  # 2 s after it was created
     assert admitted(d) == [] and "tasks exist" in d.unschedulable.get("t/pt", "tasks exist")
 
 

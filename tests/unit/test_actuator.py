@@ -287,3 +287,18 @@ def test_memory_of_vanished_jobs_is_dropped() -> None:
     act.said = {"ns/a": ("x", 1.0), "ns/b": ("y", 1.0)}
     act.forget({"ns/b"})
     assert set(act.said) == {"ns/b"}
+
+
+def test_pending_is_written_once_with_the_resource_version() -> None:
+    """A PodGroup with no phase that stays waiting is written phase Pending (Volcano's
+    scheduler does, pkg/scheduler/framework/session.go jobStatus), guarded by its
+    resourceVersion; a 409 (changed meanwhile) is reported, not logged as an error."""
+    act, api, metrics = _actuator()
+    job = _job(_group("7"), [_pod("a")])
+    out = asyncio.run(act.apply(Decisions(pending=[job])))
+    ((args, _),) = api.ops("patch_namespaced_custom_object_status")
+    assert args[-1] == {"status": {"phase": "Pending"}, "metadata": {"resourceVersion": "7"}}
+    assert out.failed_pending == [] and _count(metrics, "pending", "ok") == 1
+    api.script["patch_namespaced_custom_object_status"] = [ApiException(status=409)]
+    out = asyncio.run(act.apply(Decisions(pending=[job])))
+    assert out.failed_pending == ["uid-g"]

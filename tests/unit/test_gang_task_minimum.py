@@ -3,6 +3,8 @@ CheckTaskValid: enforced only when minMember is at least the sum of the tasks' m
 
 from __future__ import annotations
 
+import pytest
+
 from pyextender.api import names
 from tests.unit.batch_fixtures import World
 
@@ -22,19 +24,25 @@ def job_group(w: World, min_member: int, min_task_member: dict[str, int]) -> Non
           annotations={names.VOLCANO_TASK_SPEC: "master"})  # fmt: skip
 
 
-def admitted(w: World) -> list[str]:
-    return sorted(j.key for j in w.cycle(actions=("enqueue",)).admit)
+def lifted(w: World, require_fit: bool) -> list[str]:
+    d = w.cycle(actions=("enqueue", "allocate"), require_fit=require_fit)
+    return sorted(t.pod.name for t in d.lift)
 
 
-def test_min_member_below_the_task_minimums_admits_on_min_member() -> None:
+@pytest.mark.parametrize("require_fit", [False, True])
+def test_min_member_below_the_task_minimums_admits_on_min_member(require_fit: bool) -> None:
     w = World()
     job_group(w, 1, {"master": 1, "worker": 2})
-    assert admitted(w) == ["t/j"]
+    assert lifted(w, require_fit) == ["j-master-0"]
 
 
-def test_min_member_covering_every_task_waits_for_each_tasks_pods() -> None:
+@pytest.mark.parametrize("require_fit", [False, True])
+def test_min_member_covering_every_task_waits_for_each_tasks_pods(require_fit: bool) -> None:
+    """The check is Volcano's JobValid: asked before the gates are lifted (with
+    requireFit, at admission too)."""
     w = World()
     job_group(w, 3, {"master": 1, "worker": 2})
-    d = w.cycle(actions=("enqueue",))
-    assert [j.key for j in d.admit] == []
+    d = w.cycle(actions=("enqueue", "allocate"), require_fit=require_fit)
+    assert d.lift == []
+    assert [j.key for j in d.admit] == ([] if require_fit else ["t/j"])
     assert "1/3 tasks exist" in d.unschedulable["t/j"]

@@ -1,0 +1,249 @@
+"""enqueue and allocate with Volcano's semantics (the default), and the requireFit option.
+
+Volcano: pkg/scheduler/actions/enqueue/enqueue.go (Inqueue on minResources, pods not
+required), actions/allocate/allocate.go (Pending skipped only when enqueue is
+configured), framework/session.go jobStatus (Pending written for the rest),
+plugins/gang/gang.go (JobValid: minMember pods exist).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import numpy as np
+
+from pyextender.framework.action_args import EnqueueArgs, require_fit
+from tests.unit.batch_fixtures import World
+
+NOW = 1767225600.0 + 3600
+
+
+def _group(w: World, name: str, min_member: int, phase: str | None, **spec: Any) -> None:
+    doc: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "t", "uid": f"pg-{name}",
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"minMember": min_member, "queue": "default", **spec},
+        "status": {"phase": phase} if phase else {},
+    }  # fmt: skip
+    w.cache.group_event("ADDED", doc)
+
+
+def test_podgroup_without_pods_is_inqueue_at_once_on_its_min_resources() -> None:
+    w = World(nodes=2, gpus=8)
+    _group(w, "pt", 2, "Pending", minResources={"nvidia.com/gpu": "4"})
+    d = w.cycle(now=1767225600.0 + 1)  # a second after creation: no grace needed
+    assert [j.key for j in d.admit] == ["t/pt"] and d.lift == []
+
+
+def test_gang_is_inqueue_before_it_fits_and_its_gates_stay_on() -> None:
+    w = World(nodes=2, gpus=8)
+    other = {"scheduling.volcano.sh/queue-name": "other"}
+    w.queue("other")
+    w.pod("busy", gpus=6, node="n0", annotations=other)
+    w.pod("busy2", gpus=6, node="n1", annotations=other)
+    w.gang("g", 2, gpus=4)
+    d = w.cycle(tiers=[["priority", "gang"], ["drf", "predicates", "proportion"]])
+    assert [j.key for j in d.admit] == ["t/g"]
+    assert d.lift == []
+    assert d.unschedulable["t/g"].startswith("2/2 tasks in gang unschedulable: Insufficient")
+    assert [j.key for j in d.starving] == ["t/g"]
+
+
+def test_an_inqueue_gang_holds_its_queue_and_lifts_when_it_fits() -> None:
+    """g (8 GPUs, Inqueue, gated) holds 8 of queue a's 8: h is not admitted; g's gates
+    come off once it fits."""
+    w = World(nodes=2, gpus=8)
+    w.queue("a", capability={"nvidia.com/gpu": "8"})
+    w.gang("g", 2, gpus=4, queue="a", phase="Inqueue")
+    for p in w.cache.pods_by_uid.values():
+        p.gates = ("pyextender.io/gang",)
+    w.gang("h", 1, gpus=2, queue="a")
+    d = w.cycle()
+    assert [j.key for j in d.admit] == []
+    assert "capability exceeded: nvidia.com/gpu 10/8" in d.unschedulable["t/h"]
+    assert sorted(t.pod.name for t in d.lift) == ["g-0", "g-1"]
+
+
+def test_overcommit_bounds_what_is_inqueue() -> None:
+    """16 GPUs x 1.2 = 19.2: two 8-GPU PodGroups without pods are Inqueue, a third is not."""
+    w = World(nodes=2, gpus=8)
+    for name in ("a", "b", "c"):
+        _group(w, name, 1, "Pending", minResources={"nvidia.com/gpu": "8"})
+    d = w.cycle()
+    assert [j.key for j in d.admit] == ["t/a", "t/b"]
+    assert "cluster overcommit limit reached: nvidia.com/gpu 24/19" in d.unschedulable["t/c"]
+
+
+def test_pending_is_written_for_groups_without_a_phase() -> None:
+    w = World(nodes=1, gpus=8)
+    _group(w, "new", 1, None, minResources={"nvidia.com/gpu": "100"})
+    _group(w, "old", 1, "Pending", minResources={"nvidia.com/gpu": "100"})
+    _group(w, "fits", 1, None, minResources={"nvidia.com/gpu": "1"})
+    d = w.cycle()
+    assert [j.key for j in d.pending] == ["t/new"]  # "fits" is admitted instead
+    assert [j.key for j in d.admit] == ["t/fits"]
+
+
+def test_without_enqueue_allocate_admits_and_lifts() -> None:
+    w = World(nodes=1, gpus=8)
+    w.gang("g", 2, gpus=2)
+    w.gang("big", 2, gpus=8)
+    d = w.cycle(actions=("allocate", "backfill"))
+    assert sorted(j.key for j in d.admit) == ["t/big", "t/g"]
+    assert sorted(t.pod.name for t in d.lift) == ["g-0", "g-1"]
+    assert d.pending == []
+
+
+def test_every_gangs_minimum_before_any_extras() -> None:
+    """Three elastic jobs (minMember 2, 16 one-GPU members each) on 16 GPUs: each gets
+    its 2 members first; extras only once a gang runs, with what is left."""
+    w = World(nodes=2, gpus=8)
+    for name in ("a", "b", "c"):
+        w.gang(name, 16, gpus=1, min_member=2)
+    d = w.cycle()
+    per_job: dict[str, int] = {}
+    for t in d.lift:
+        per_job[t.pod.name[0]] = per_job.get(t.pod.name[0], 0) + 1
+    assert [t.pod.name for t in d.lift[:6]] == ["a-0", "a-1", "b-0", "b-1", "c-0", "c-1"]
+    assert sum(per_job.values()) == 16 and min(per_job.values()) >= 2, per_job
+    # the same once the minimums run: the extras share the 10 GPUs left
+    w2 = World(nodes=2, gpus=8)
+    for i, name in enumerate(("a", "b", "c")):
+        w2.gang(name, 16, gpus=1, min_member=2, phase="Running", bound=[f"n{i % 2}"] * 2)
+        for p in w2.cache.pods_by_uid.values():
+            if not p.node_name:
+                p.gates = ("pyextender.io/gang",)
+    d2 = w2.cycle()
+    per_job = {}
+    for t in d2.lift:
+        per_job[t.pod.name[0]] = per_job.get(t.pod.name[0], 0) + 1
+    assert sum(per_job.values()) == 10 and set(per_job) == {"a", "b", "c"}, per_job
+
+
+def test_a_gang_still_being_created_keeps_room_from_extras() -> None:
+    """a runs its minimum; b's PodGroup was created moments ago and has 1 of its 2
+    pods: no extras at all for 3 s, then a's extras leave b's minimum (minResources
+    4 GPUs) free until b's pods are all there (5 s at most)."""
+    w = World(nodes=1, gpus=8)
+    w.gang("a", 8, gpus=1, min_member=2, phase="Running", bound=["n0", "n0"])
+    for p in w.cache.pods_by_uid.values():
+        if not p.node_name:
+            p.gates = ("pyextender.io/gang",)
+    w.cache.group_event("ADDED", {
+        "metadata": {"name": "b", "namespace": "t", "uid": "pg-b",
+                     "creationTimestamp": "2026-01-01T01:00:00Z"},
+        "spec": {"minMember": 2, "queue": "default", "minResources": {"nvidia.com/gpu": "4"}},
+        "status": {"phase": "Pending"},
+    })  # fmt: skip
+    w.pod("b-0", gpus=2, group="b", gated=True, created="2026-01-01T01:00:00Z")
+    d = w.cycle(now=1767225600.0 + 3600 + 0.5)  # b is half a second old: no extras yet
+    assert d.lift == [] and "t/b" in d.assembling
+    d = w.cycle(now=1767225600.0 + 3600 + 4)  # 4 s: extras, but b's room stays
+    assert sorted(t.pod.name for t in d.lift if t.pod.name.startswith("a")) == [
+        "a-2", "a-3"
+    ]  # fmt: skip
+    assert "t/b" in d.assembling
+
+
+def test_require_fit_option_reads_typed_and_plain_arguments() -> None:
+    assert require_fit({"enqueue": EnqueueArgs(require_fit=True)})
+    assert require_fit({"enqueue": {"requireFit": True}})
+    assert not require_fit({"enqueue": {"overcommit-factor": 1.2}})
+    assert not require_fit({})
+
+
+def test_lifts_in_flight_count_as_ungated() -> None:
+    """A gate we lifted that the watch still shows: the gang is not decided again, and
+    its members hold their room."""
+    from pyextender.actions.cycle import run_cycle
+    from pyextender.framework.snapshot import build_session
+    from pyextender.plugins.registry import REGISTRY
+
+    w = World(nodes=2, gpus=8)
+    w.gang("g", 2, gpus=4, phase="Inqueue")
+    for p in w.cache.pods_by_uid.values():
+        p.gates = ("pyextender.io/gang",)
+    w.gang("h", 1, gpus=4)
+    tiers = [
+        [REGISTRY[n].factory(REGISTRY[n].args_type()) for n in names]
+        for names in (("priority", "gang"), ("drf", "proportion"))
+    ]
+    lifting = {"uid-t-g-0", "uid-t-g-1"}
+    ssn = build_session(w.cache, tiers, NOW, lifting=lifting)
+    d = run_cycle(ssn, ("enqueue", "allocate"), False)
+    assert [t.pod.name for t in d.lift] == ["h-0"] and [j.key for j in d.admit] == ["t/h"]
+    gpu = ssn.state.column["nvidia.com/gpu"]
+    assert int(np.sum(ssn.free[:, gpu])) == 4  # g's 8 GPUs held, h's 4 taken
+
+
+SLA_TIERS = [["priority", "gang", "sla"], ["drf", "predicates", "proportion", "overcommit"]]
+
+
+def test_sla_past_its_waiting_time_is_admitted_over_the_limits() -> None:
+    """Volcano's sla Permit: lower tiers' overcommit and queue limits do not hold back a
+    job past its deadline; one not past it stays Pending."""
+    w = World(nodes=2, gpus=8)
+    _group(w, "a", 1, "Inqueue", minResources={"nvidia.com/gpu": "16"})
+    for name, wait in (("late", "1s"), ("early", "2h")):
+        _group(w, name, 1, "Pending", minResources={"nvidia.com/gpu": "8"})
+        w.cache.groups[f"t/{name}"].annotations["sla-waiting-time"] = wait
+    d = w.cycle(tiers=SLA_TIERS)
+    assert [j.key for j in d.admit] == ["t/late"]
+    assert "guarantees exceeded: nvidia.com/gpu 32/16" in d.unschedulable["t/early"]
+
+
+def test_sla_earlier_deadline_goes_first() -> None:
+    w = World(nodes=2, gpus=8)
+    w.gang("patient", 2, gpus=8, phase="Inqueue", annotations={"sla-waiting-time": "10m"})
+    w.gang("urgent", 2, gpus=8, phase="Inqueue", annotations={"sla-waiting-time": "1s"})
+    for p in w.cache.pods_by_uid.values():
+        p.gates = ("pyextender.io/gang",)
+    d = w.cycle(tiers=SLA_TIERS)
+    assert sorted(t.pod.name for t in d.lift) == ["urgent-0", "urgent-1"]
+
+
+def test_sla_gang_past_its_deadline_keeps_the_free_room() -> None:
+    """big (2 x 8 GPUs, past its deadline) does not fit beside the busy node; small
+    (8 GPUs, Inqueue, no SLA) would fit the free node but waits behind big."""
+    w = World(nodes=2, gpus=8)
+    w.pod("busy", gpus=8, node="n0", annotations={"scheduling.volcano.sh/queue-name": "o"})
+    w.queue("o")
+    w.gang("big", 2, gpus=8, phase="Inqueue", annotations={"sla-waiting-time": "1s"})
+    w.gang("small", 1, gpus=8, phase="Inqueue", queue="o")
+    for p in w.cache.pods_by_uid.values():
+        if not p.node_name:
+            p.gates = ("pyextender.io/gang",)
+    d = w.cycle(tiers=SLA_TIERS)
+    assert d.lift == []
+    assert "reserved for waiting gang t/big" in d.unschedulable["t/small"]
+    # without the SLA small takes the free node at once
+    w.cache.groups["t/big"].annotations.pop("sla-waiting-time")
+    d2 = w.cycle(tiers=SLA_TIERS)
+    assert [t.pod.name for t in d2.lift] == ["small-0"]
+
+
+def test_a_job_that_backfills_is_admitted_past_the_reserved_gangs_hold() -> None:
+    """big (past its SLA, Inqueue, nodes reserved until the running job's estimated end)
+    holds the queue; a 2-GPU job that ends before then is admitted and lifted onto the
+    free node, one without an estimate is not."""
+    from pyextender.cache.reservations import Reservation
+
+    w = World(nodes=2, gpus=8)
+    est = {"pyextender.io/running-estimate": "15s"}
+    w.gang("running", 1, gpus=8, phase="Running", bound=["n0"], annotations=est)
+    w.gang("big", 2, gpus=8, phase="Inqueue", annotations={"sla-waiting-time": "1s"})
+    for p in w.cache.pods_by_uid.values():
+        if not p.node_name:
+            p.gates = ("pyextender.io/gang",)
+        else:  # started 5 s ago: ends in 10 s by its estimate
+            p.started = dt.datetime.fromtimestamp(NOW - 5, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    w.gang("short", 1, gpus=2, annotations={"pyextender.io/running-estimate": "3s"})
+    w.gang("unknown", 1, gpus=2)
+    res = Reservation(job="t/big", rows=frozenset({0, 1}), since=NOW - 5, ready_at=NOW + 10)
+    w.cache.state.reservations.replace([res], {"t/short": 3.0})
+    tiers = [["priority", "gang", "conformance", "sla"], ["drf", "predicates", "proportion"]]
+    d = w.cycle(tiers=tiers, now=NOW)
+    assert [j.key for j in d.admit] == ["t/short"]
+    assert [t.pod.name for t in d.lift] == ["short-0"]
+    assert "guarantees exceeded" in d.unschedulable["t/unknown"]
