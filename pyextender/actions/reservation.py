@@ -1,7 +1,8 @@
 """reservation: hold nodes for the gang that has waited past its sla-waiting-time.
 
 The first starving job in order (the current holder keeps priority while it
-still waits, so reservations do not hop around) gets the nodes that are
+still waits, and its nodes from its admission until its members are bound, so
+reservations do not hop around) gets the nodes that are
 expected to be free soonest: each node's release time is the latest expected
 end (start + running estimate) of the pods on it, unknown when a pod has no
 estimate. The gang is placed on those nodes as if they were empty; the rows
@@ -42,6 +43,14 @@ def release_times(ssn: Session) -> FloatArray:
 def reserve(ssn: Session, starving: list[Job]) -> list[Reservation]:
     previous = ssn.state.reservations.held
     candidates = [j for j in starving if past_sla(ssn, j)]
+    # The holder keeps its nodes after it is admitted, until its members are bound:
+    # pods admitted in the same cycle are placed by kube-scheduler meanwhile and must
+    # not land on them (seen in e2e: a small job took the held node, the gang never ran).
+    keys = {j.key for j in candidates}
+    for key in previous:
+        job = ssn.jobs.get(key)
+        if job is not None and key not in keys and needed_tasks(job):
+            candidates.insert(0, job)
     if not candidates:
         return []
     holder = next((j for j in candidates if j.key in previous), candidates[0])

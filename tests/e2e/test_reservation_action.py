@@ -25,7 +25,8 @@ from tests.e2e.waits import cycles_pass
 
 pytestmark = pytest.mark.e2e
 
-CONFIG = """
+CONFIGS = {
+    "ours": """
 actions: "enqueue, allocate, backfill, reservation"
 tiers:
 - plugins:
@@ -37,16 +38,34 @@ tiers:
   - name: predicates
   - name: proportion
   - name: gpu-share
-"""
+""",
+    # Volcano's names: its reserve action (ours: reservation) and reservation plugin
+    # (which only elects the target job there; ignored here with a warning)
+    "volcano": """
+actions: "enqueue, reserve, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: reservation
+""",
+}
 
 
-@pytest.fixture
-def reservation_sidecar(cluster: Cluster, tmp_path: Path) -> Iterator[str]:
-    """The sidecar restarted with CONFIG; the default one again afterwards."""
+@pytest.fixture(params=sorted(CONFIGS))
+def reservation_sidecar(
+    cluster: Cluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """The sidecar restarted with one of CONFIGS; the default one again afterwards."""
     st = cluster.state
     assert st is not None
     path = tmp_path / "scheduler.conf"
-    path.write_text(CONFIG)
+    path.write_text(CONFIGS[request.param])
     cluster.stop_role("sidecar")
     cluster.start_sidecar([f"--config={path}"])
     cluster.wait_sidecar_ready()
