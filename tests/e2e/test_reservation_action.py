@@ -13,6 +13,8 @@ Ours holds, at once, the nodes expected to be free soonest that the gang fits on
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +79,15 @@ def reservation_sidecar(
         cluster.wait_sidecar_ready()
 
 
+def _age(api: client.ApiClient, namespace: str, name: str) -> float:
+    """Seconds since the PodGroup was created."""
+    pg = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", namespace, "podgroups", name
+    )
+    created = dt.datetime.fromisoformat(pg["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    return time.time() - created.timestamp()
+
+
 def test_reservation_action_holds_a_node_for_a_starving_gang(
     core: client.CoreV1Api, api: client.ApiClient, namespace: str, reservation_sidecar: str
 ) -> None:
@@ -92,7 +103,10 @@ def test_reservation_action_holds_a_node_for_a_starving_gang(
     small: list[str] = []
     for i in range(8):
         small += gang(core, api, namespace, f"small{i}", 1, gpus=1)
-    cycles_pass(url, n=3)  # big is now past its 1s: a node is held for it
+    # big past its 1s (cycles alone may take less: every PodGroup write starts one),
+    # then a few cycles: a node is held for it
+    wait_for("big past its sla-waiting-time", lambda: _age(api, namespace, "big") > 1.5)
+    cycles_pass(url, n=3)
     on = bound(core, namespace)
     by_node: dict[str, list[str]] = {}
     for name in fill:
