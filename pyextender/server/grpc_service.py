@@ -381,6 +381,16 @@ class SchedulerService:
                         code, text = grpc.StatusCode.INVALID_ARGUMENT, f"{full}: {exc}"
                     except TimeoutError:
                         code = grpc.StatusCode.DEADLINE_EXCEEDED
+                    except asyncio.CancelledError:
+                        # grpc.aio cancels the handler when the caller's deadline passes or
+                        # the caller goes away; count it as what it is, never as OK
+                        left = context.time_remaining()
+                        past = left is not None and left <= 0
+                        code = (
+                            grpc.StatusCode.DEADLINE_EXCEEDED if past else grpc.StatusCode.CANCELLED
+                        )
+                        metrics.errors.labels(label, code.name.lower()).inc()
+                        raise
                     except Exception as exc:
                         log.exception("gRPC %s failed", name)
                         metrics.errors.labels(label, "internal").inc()
