@@ -36,30 +36,22 @@ def _duration(text: str | None) -> float | None:
 
 def _held(job: Job, opened: IntArray, width: int, column: Mapping[str, int]) -> IntArray:
     """What an admitted gang still short of minMember placed or ungated members holds
-    of its queue beyond its ungated pods: its minResources less what it has, else the
-    requests of the gated members it needs (oldest first). Volcano's proportion and
-    overcommit count an Inqueue job's minResources the same way."""
+    of its queue beyond its ungated pods: its minResources less what it has. Volcano's
+    proportion and overcommit count an Inqueue job's minResources the same way, and
+    nothing for a job without minResources (so a gang that never fits cannot hold its
+    queue shut)."""
     group = job.group
     assert group is not None
     pending = [t for t in job.pending if not t.pod.deleting]
     opened_count = sum(1 for t in pending if not t.gated)
     placed = job.bound_count + job.succeeded
-    if placed + opened_count >= job.min_member:
-        return np.zeros(width, dtype=np.int64)
-    if group.min_resources:
-        want = np.zeros(width, dtype=np.int64)
-        for name, value in group.min_resources.items():
-            col = column.get(name)
-            if col is not None:
-                want[col] = value
-    else:
-        gated = sorted((t for t in pending if t.gated), key=lambda t: (t.pod.created, t.pod.name))
-        missing = job.min_member - placed - opened_count
-        want = (
-            job.allocated
-            + opened
-            + sum((t.request for t in gated[:missing]), np.zeros(width, dtype=np.int64))
-        )
+    want = np.zeros(width, dtype=np.int64)
+    if placed + opened_count >= job.min_member or not group.min_resources:
+        return want
+    for name, value in group.min_resources.items():
+        col = column.get(name)
+        if col is not None:
+            want[col] = value
     held: IntArray = np.maximum(want - job.allocated - opened, 0)
     return held
 

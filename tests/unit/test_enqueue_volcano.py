@@ -51,11 +51,13 @@ def test_gang_is_inqueue_before_it_fits_and_its_gates_stay_on() -> None:
 
 
 def test_an_inqueue_gang_holds_its_queue_and_lifts_when_it_fits() -> None:
-    """g (8 GPUs, Inqueue, gated) holds 8 of queue a's 8: h is not admitted; g's gates
-    come off once it fits."""
+    """g (minResources 8 GPUs, Inqueue, gated) holds 8 of queue a's 8: h is not
+    admitted; g's gates come off once it fits. Without minResources nothing is held
+    (Volcano's proportion counts minResources only)."""
     w = World(nodes=2, gpus=8)
     w.queue("a", capability={"nvidia.com/gpu": "8"})
     w.gang("g", 2, gpus=4, queue="a", phase="Inqueue")
+    w.cache.groups["t/g"].min_resources["nvidia.com/gpu"] = 8
     for p in w.cache.pods_by_uid.values():
         p.gates = ("pyextender.io/gang",)
     w.gang("h", 1, gpus=2, queue="a")
@@ -233,6 +235,7 @@ def test_a_job_that_backfills_is_admitted_past_the_reserved_gangs_hold() -> None
     est = {"pyextender.io/running-estimate": "15s"}
     w.gang("running", 1, gpus=8, phase="Running", bound=["n0"], annotations=est)
     w.gang("big", 2, gpus=8, phase="Inqueue", annotations={"sla-waiting-time": "1s"})
+    w.cache.groups["t/big"].min_resources["nvidia.com/gpu"] = 16
     for p in w.cache.pods_by_uid.values():
         if not p.node_name:
             p.gates = ("pyextender.io/gang",)
