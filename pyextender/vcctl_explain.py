@@ -434,14 +434,17 @@ def _reasons(snap: Snapshot, g: GroupView, q: QueueView | None) -> list[str]:
     reasons: list[str] = []
     members = snap.members.get(g.key, [])
     bound = sum(1 for p in members if _spec(p).get("nodeName"))
+    fit = f"gang: {_count(g.min_member, 'pod')} must fit at once (minMember {g.min_member})"
     if g.phase == "Pending":
         reasons.append(
-            f"gang: {_count(g.min_member, 'pod')} must fit at once (minMember {g.min_member}); "
-            f"{bound} bound, admission (Pending -> Inqueue) lifts their gates together"
+            f"{fit}; {bound} bound; not admitted yet: enqueue (Pending -> Inqueue) waits "
+            "until its minResources fit its queue and the cluster"
         )
     else:
+        gated = sum(1 for p in members if _spec(p).get("schedulingGates"))
         reasons.append(
-            f"gang: admitted (Inqueue); {bound} of {g.min_member} bound, all bind together"
+            f"{fit}; admitted (Inqueue), {bound} bound, {gated} gated: the gates lift "
+            "together once they all fit, and they bind together"
         )
     if len(members) < g.min_member:
         reasons.append(f"members: only {len(members)} of {g.min_member} pods exist yet")

@@ -151,8 +151,8 @@ def test_explain_waiting_podgroup(snap: Snapshot) -> None:
         f"cpu 1/4/-, {GPU} 8/12/16",
         "  position: 2 of 2 waiting in queue research (priority, then age)",
         "  waits for:",
-        "    - gang: 2 pods must fit at once (minMember 2); 0 bound, admission "
-        "(Pending -> Inqueue) lifts their gates together",
+        "    - gang: 2 pods must fit at once (minMember 2); 0 bound; not admitted yet: "
+        "enqueue (Pending -> Inqueue) waits until its minResources fit its queue and the cluster",
         f"    - capability: queue research would exceed it ({GPU} 24/16)",
         "    - reservation: sla-waiting-time 30m, waiting 20m; nodes are reserved for it in 10m",
         "    - topology: hard network topology, highest tier allowed 1",
@@ -226,4 +226,16 @@ def test_past_sla_waiting_time_says_nodes_are_reserved(snap: Snapshot) -> None:
     assert (
         "reservation: sla-waiting-time 30m, waiting 45m; past it: nodes are reserved for it "
         "until it fits" in out
+    )
+
+
+def test_admitted_gang_waits_with_its_gates_on(snap: Snapshot) -> None:
+    # Inqueue (its minResources fit the queue) but not all members fit now: the gates stay on
+    b = next(pg for pg in snap.podgroups if pg["metadata"]["name"] == "b")
+    b["status"]["phase"] = "Inqueue"
+    snap.__post_init__()
+    out = explain_job(snap, None, snap.groups["ml/b"], "ml/b").splitlines()
+    assert out[4] == (
+        "    - gang: 2 pods must fit at once (minMember 2); admitted (Inqueue), 0 bound, "
+        "2 gated: the gates lift together once they all fit, and they bind together"
     )
