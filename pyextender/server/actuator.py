@@ -187,26 +187,43 @@ class Actuator:
         for key in [k for k in self.said if k not in live_jobs]:
             del self.said[key]
 
+    # -- PodGroup status ------------------------------------------------------
+    async def _patch_group_status(
+        self,
+        what: str,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        resource_version: str,
+        allowed: Allowed,
+    ) -> None:
+        """Merge-patch a PodGroup's status, guarded by the resourceVersion the decision
+        was made on (when known), so a write never lands on a newer object."""
+        body: dict[str, Any] = {"status": status}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        await self._call(
+            what,
+            self.status.patch_status,
+            GROUP,
+            VERSION,
+            PLURAL,
+            namespace,
+            name,
+            body,
+            allowed=allowed,
+            _content_type=MERGE,
+        )
+
     # -- admission -------------------------------------------------------------
     async def _admit(self, job: Job, allowed: Allowed, out: Applied) -> bool:
         group = job.group
         assert group is not None
         conditions = [c for c in group.conditions if c.get("type") != "Unschedulable"]
-        body: dict[str, Any] = {"status": {"phase": "Inqueue", "conditions": conditions}}
-        if group.resource_version:
-            body["metadata"] = {"resourceVersion": group.resource_version}
+        status = {"phase": "Inqueue", "conditions": conditions}
         try:
-            await self._call(
-                "admit",
-                self.status.patch_status,
-                GROUP,
-                VERSION,
-                PLURAL,
-                group.namespace,
-                group.name,
-                body,
-                allowed=allowed,
-                _content_type=MERGE,
+            await self._patch_group_status(
+                "admit", group.namespace, group.name, status, group.resource_version, allowed
             )
         except Fenced:
             out.failed_admissions.append(group.uid)
@@ -232,21 +249,14 @@ class Actuator:
         """A PodGroup with no phase yet stays Pending: say so (Volcano's scheduler writes
         Pending for every group not Inqueue or Running). Guarded by resourceVersion,
         so it never overwrites a phase written meanwhile."""
-        body: dict[str, Any] = {"status": {"phase": "Pending"}}
-        if group.resource_version:
-            body["metadata"] = {"resourceVersion": group.resource_version}
         try:
-            await self._call(
+            await self._patch_group_status(
                 "pending",
-                self.status.patch_status,
-                GROUP,
-                VERSION,
-                PLURAL,
                 group.namespace,
                 group.name,
-                body,
-                allowed=allowed,
-                _content_type=MERGE,
+                {"phase": "Pending"},
+                group.resource_version,
+                allowed,
             )
         except Exception as exc:
             quiet = isinstance(exc, Fenced) or (
@@ -325,21 +335,10 @@ class Actuator:
                 "lastTransitionTime": _now(),
             }
         )
-        body: dict[str, Any] = {"status": {"conditions": conditions}}
-        if group is not None and group.resource_version:
-            body["metadata"] = {"resourceVersion": group.resource_version}
+        version = group.resource_version if group is not None else ""
         try:
-            await self._call(
-                "condition",
-                self.status.patch_status,
-                GROUP,
-                VERSION,
-                PLURAL,
-                ns,
-                name,
-                body,
-                allowed=allowed,
-                _content_type=MERGE,
+            await self._patch_group_status(
+                "condition", ns, name, {"conditions": conditions}, version, allowed
             )
         except Exception as exc:
             quiet = isinstance(exc, Fenced) or (
