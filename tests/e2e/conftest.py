@@ -25,6 +25,7 @@ from kubernetes import client, config
 from devcluster.cluster import MODES, Cluster, ClusterState
 from devcluster.controllers import controllers_url, enable_controllers
 from devcluster.nodes import NodeShape
+from devcluster.webhook import disable_webhook, enable_webhook
 
 GPU_NODES = 2
 """8-GPU kwok nodes in the e2e cluster."""
@@ -149,6 +150,18 @@ def namespace(core: client.CoreV1Api, api: client.ApiClient) -> Iterator[str]:
 
 
 VOLCANO_JOBS = ("batch.volcano.sh", "v1alpha1", "jobs")
+
+
+@pytest.fixture(scope="module")
+def webhook(cluster: Cluster) -> Iterator[None]:
+    """The admission webhook for this module (left running if it already was)."""
+    already = cluster.status()["processes"].get("webhook") == "running"
+    enable_webhook(cluster)
+    try:
+        yield
+    finally:
+        if not already:
+            disable_webhook(cluster)
 
 
 @pytest.fixture(scope="module")

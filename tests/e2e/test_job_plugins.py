@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,8 +19,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from kubernetes import client
 
-from devcluster.cluster import Cluster
-from devcluster.webhook import disable_webhook, enable_webhook
 from pyextender.api import names
 from tests.e2e.kube import wait_for
 
@@ -314,17 +311,6 @@ def test_ssh_key_file_path_and_default_network_policy(
         names.VOLCANO_JOB_NAME: "sk",
         names.VOLCANO_JOB_NAMESPACE: ns,
     }
-
-
-@pytest.fixture(scope="module")
-def webhook(cluster: Cluster) -> Iterator[None]:
-    already = cluster.status()["processes"].get("webhook") == "running"
-    enable_webhook(cluster)
-    try:
-        yield
-    finally:
-        if not already:
-            disable_webhook(cluster)
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from devcluster.cluster import Cluster
-from devcluster.webhook import disable_webhook, enable_webhook
 from tests.e2e.kube import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -27,17 +25,6 @@ JOBS = ("batch.volcano.sh", "v1alpha1", "jobs")
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 _names = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def webhook(cluster: Cluster) -> Iterator[None]:
-    already = cluster.status()["processes"].get("webhook") == "running"
-    enable_webhook(cluster)
-    try:
-        yield
-    finally:
-        if not already:
-            disable_webhook(cluster)
 
 
 @pytest.fixture

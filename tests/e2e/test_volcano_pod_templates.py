@@ -5,29 +5,14 @@ module only unless the session already runs it)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from devcluster.cluster import Cluster
-from devcluster.webhook import disable_webhook, enable_webhook
-
 pytestmark = pytest.mark.e2e
 
 JOBS = ("batch.volcano.sh", "v1alpha1", "jobs")
-
-
-@pytest.fixture(scope="module")
-def webhook(cluster: Cluster) -> Iterator[None]:
-    already = cluster.status()["processes"].get("webhook") == "running"
-    enable_webhook(cluster)
-    try:
-        yield
-    finally:
-        if not already:
-            disable_webhook(cluster)
 
 
 def denial(exc: client.ApiException) -> str:
