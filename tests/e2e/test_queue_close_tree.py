@@ -9,6 +9,7 @@ that the Command controller hands to the Queue controller.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,10 +18,10 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from devcluster.cluster import ClusterState
 from tests.e2e.kube import bound_of, gang, queue, wait_for
-from tests.e2e.waits import cycles_pass
 
 pytestmark = pytest.mark.e2e
 
@@ -45,9 +46,10 @@ def test_closing_a_parent_closes_its_subtree_and_opening_reopens_it(
     namespace: str,
     controllers: str,
     sidecar: str,
+    webhook: None,
 ) -> None:
     """team > (a > a1, b). b is closed by its own command first. Closing team closes a
-    and a1 (marked closed-by-parent), and a gang in a1 is not admitted; a cannot be
+    and a1 (marked closed-by-parent), and a new gang in a1 is refused; a cannot be
     opened while team is Closed; opening team reopens a and a1 (the gang runs), while b,
     closed by its own command, stays Closed."""
     suffix = uuid.uuid4().hex[:6]
@@ -80,10 +82,13 @@ def test_closing_a_parent_closes_its_subtree_and_opening_reopens_it(
         assert mark(a) == "true" and mark(a1) == "true"
         assert mark(b) != "true" and mark(team) != "true"
 
-        # a Closed leaf admits nothing
-        pods = gang(core, api, namespace, "g", 1, gpus=1, queue_name=a1)
-        cycles_pass(sidecar, n=3)
-        assert bound_of(core, namespace, pods) == 0
+        # a leaf closed by its parent takes no new gang: the webhook refuses its PodGroup
+        # (as Volcano's PodGroup validation does for a queue that is not Open)
+        with pytest.raises(ApiException) as refused:
+            gang(core, api, namespace, "g", 1, gpus=1, queue_name=a1)
+        assert refused.value.status == 422
+        message = json.loads(refused.value.body)["message"]
+        assert f'queue "{a1}" is Closed' in message, message
 
         vcctl(state, "queue", "operate", "-n", a, "-a", "open")
         why = wait_for(
@@ -104,6 +109,7 @@ def test_closing_a_parent_closes_its_subtree_and_opening_reopens_it(
 
         vcctl(state, "queue", "operate", "-n", team, "-a", "open")
         wait_for("team, a, a1 Open", lambda: states(dict.fromkeys((team, a, a1), "Open")))
+        pods = gang(core, api, namespace, "g", 1, gpus=1, queue_name=a1)
         wait_for("a1's gang bound", lambda: bound_of(core, namespace, pods) == 1, timeout=60)
         assert state_of(b) == "Closed"  # closed by its own command: not reopened
         assert mark(a) == "false"
