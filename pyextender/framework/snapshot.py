@@ -164,11 +164,20 @@ def build_session(
         q.allocated += job.allocated
         q.request += job.allocated
         opened = np.zeros(width, dtype=np.int64)
+        opened_count = 0
         for t in job.pending:
             q.request += t.request
-            if job.phase == "Inqueue" and not t.gated:
+            if job.phase == "Inqueue" and not t.gated and not t.pod.deleting:
                 opened += t.request
-        q.inqueue += opened
+                opened_count += 1
+        # Ungated members count as the queue's only when the gang as a whole is through
+        # its gates (allocate lifts minMember at once): fewer than that were released by
+        # someone else (a namespace no longer adopted) and wait at the bind barrier
+        # for members that never come, so they must not hold the queue shut.
+        if job.bound_count + job.succeeded + opened_count >= job.min_member:
+            q.inqueue += opened
+        else:
+            opened = np.zeros(width, dtype=np.int64)
         if job.phase == "Inqueue" and job.group is not None:
             job.held = _held(job, opened, width, state.column)
             q.inqueue += job.held

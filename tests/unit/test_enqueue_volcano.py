@@ -250,3 +250,17 @@ def test_a_job_that_backfills_is_admitted_past_the_reserved_gangs_hold() -> None
     assert [j.key for j in d.admit] == ["t/short"]
     assert [t.pod.name for t in d.lift] == ["short-0"]
     assert "guarantees exceeded" in d.unschedulable["t/unknown"]
+
+
+def test_members_released_by_someone_else_do_not_hold_the_queue() -> None:
+    """stuck (minMember 10, Inqueue) has 3 members of 8 GPUs that lost their gates
+    without allocate (their namespace was no longer adopted): they wait at the bind
+    barrier for members that never come, so the queue's 16 GPUs stay open to h."""
+    w = World(nodes=2, gpus=8)
+    _group(w, "stuck", 10, "Inqueue")
+    for i in range(3):
+        w.pod(f"stuck-{i}", gpus=8, group="stuck")  # ungated, unbound
+    w.gang("h", 2, gpus=1)
+    d = w.cycle()
+    assert [j.key for j in d.admit] == ["t/h"]
+    assert sorted(t.pod.name for t in d.lift) == ["h-0", "h-1"]
