@@ -51,8 +51,12 @@ __all__ = [
     "test_two_gangs_that_fit_alone_but_not_together",
 ]
 
-CERT_VALIDITY_S = 24
-CA_VALIDITY_S = 60
+# Short enough that the rotation test sees two renewals and a new CA, long enough
+# that a renewal due at a third of the lifetime left survives a stall of the loaded
+# 2-core CI machine (24 s / 60 s let a serving certificate lapse once, right after
+# the helm upgrade restarted the webhooks).
+CERT_VALIDITY_S = 45
+CA_VALIDITY_S = 90
 """Short lifetimes: the serving certificate renews every ~16 s, the CA every ~40 s."""
 
 VALUES: dict[str, Any] = {
