@@ -2,7 +2,8 @@
 
 Volcano's semantics (the default): a PodGroup is admitted when its minimum
 (``minResources`` less what it already holds; without minResources, its
-existing members' requests) fits its queue's allowance (capability, parent
+members' requests, once minMember of them exist or ASSEMBLY_GRACE_S has passed)
+fits its queue's allowance (capability, parent
 queues, the share other queues' guarantees leave) and the cluster's total times
 the overcommit factor, as every plugin's ``job_enqueueable`` says, its pods
 not required: an operator's PodGroup without pods, or a user's, is admitted.
@@ -185,6 +186,13 @@ def enqueue(
 
 def _admit_on_limits(ssn: Session, decisions: Decisions, job: Job, backfill: bool) -> None:
     """Volcano's enqueue: queue and cluster limits on the job's minimum, no pods needed."""
+    if job.group is not None and not job.group.min_resources and assembling(ssn, job):
+        # Without minResources the minimum is its members' requests: admitted while
+        # its controller is still creating them, it would be checked against (and
+        # hold) only part of it, and be Inqueue in a queue it does not fit. Volcano
+        # admits such a group at once; waiting the grace (seconds) makes the result
+        # not depend on which cycle saw it first.
+        return
     request = min_request(ssn, job, needed_tasks(job))
     status = ssn.enqueueable(job, request)
     if status.ok or (

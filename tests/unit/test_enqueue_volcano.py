@@ -16,7 +16,8 @@ import numpy as np
 from pyextender.framework.action_args import EnqueueArgs, require_fit
 from tests.unit.batch_fixtures import World
 
-NOW = 1767225600.0 + 3600
+CREATED = 1767225600.0  # _group's creationTimestamp
+NOW = CREATED + 3600
 
 
 def _group(w: World, name: str, min_member: int, phase: str | None, **spec: Any) -> None:
@@ -34,6 +35,30 @@ def test_podgroup_without_pods_is_inqueue_at_once_on_its_min_resources() -> None
     _group(w, "pt", 2, "Pending", minResources={"nvidia.com/gpu": "4"})
     d = w.cycle(now=1767225600.0 + 1)  # a second after creation: no grace needed
     assert [j.key for j in d.admit] == ["t/pt"] and d.lift == []
+
+
+def test_without_min_resources_a_group_waits_for_its_pods_before_admission() -> None:
+    """A queue capped at 8 GPUs; "big" (no minResources, minMember 2, 8 GPUs a pod) has
+    one pod a second after creation: not admitted on half its request. With both pods
+    it is refused (16/8); a group whose pods never come is judged after the grace."""
+    created = "2026-01-01T00:00:00Z"  # the group's creation (_group), CREATED
+    w = World(nodes=2, gpus=8)
+    w.queue("a", capability={"nvidia.com/gpu": "8"})
+    _group(w, "big", 2, "Pending", queue="a")
+    w.pod("big-0", gpus=8, group="big", gated=True, created=created)
+    d = w.cycle(now=CREATED + 1)
+    assert d.admit == [] and "t/big" not in d.unschedulable
+    w.pod("big-1", gpus=8, group="big", gated=True, created=created)
+    d = w.cycle(now=CREATED + 1)
+    assert d.admit == []
+    assert "capability exceeded: nvidia.com/gpu 16/8" in d.unschedulable["t/big"]
+    # the second pod never came: after the grace, judged on the one there is
+    w2 = World(nodes=2, gpus=8)
+    w2.queue("a", capability={"nvidia.com/gpu": "8"})
+    _group(w2, "big", 2, "Pending", queue="a")
+    w2.pod("big-0", gpus=8, group="big", gated=True, created=created)
+    d = w2.cycle(now=CREATED + 6)
+    assert [j.key for j in d.admit] == ["t/big"]
 
 
 def test_gang_is_inqueue_before_it_fits_and_its_gates_stay_on() -> None:
