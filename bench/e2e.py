@@ -21,7 +21,15 @@ profile is kube-scheduler-pyextender (the gRPC shim); plain volcano pods pass
 the plugin untouched (no PodGroup), gang members go through the sidecar over
 gRPC and wait in Permit, and kube-scheduler's DefaultBinder binds.
 
+--shapes [single medium large huge] runs instead the scenario shapes of public
+batch-scheduler comparisons (SHAPES: 5000 x 1, 500 x 20, 20 x 500, 1 x 10000 pods,
+scaled by --scale, default 0.1), each as plain pods through the stock
+kube-scheduler and then as gangs through pyextender on the same cluster (single
+also as plain pods through our verbs), reporting pods/s and per-job
+time-to-all-bound p50/p99; last line {"bench": "e2e-shapes", ...}.
+
 Usage: python bench/e2e.py [--nodes 500] [--pods 400] [--mode extender|framework|both]
+                           [--shapes [NAME ...]] [--scale 0.1]
 --mode both measures each mode on its own fresh cluster, stock baseline included,
 and prints one table.
 Last line: one JSON object with every figure.
@@ -156,10 +164,26 @@ def run_plain(
     }
 
 
-def run_gangs(api: client.ApiClient, jobs: int, size: int, timeout: float) -> dict[str, float]:
+def run_jobs(
+    api: client.ApiClient,
+    ns: str,
+    jobs: int,
+    size: int,
+    timeout: float,
+    scheduler: str = "volcano",
+    gang: bool = True,
+) -> dict[str, float]:
+    """``jobs`` jobs of ``size`` pods (1 GPU each) in a fresh namespace ``ns``.
+
+    gang: each job is a PodGroup (minMember = size) whose pods are gated as the
+    webhook does, for pyextender. Otherwise the same pods without PodGroup or
+    gate, for ``scheduler`` (the stock baseline): the same shape, no gang.
+    Timed from the first create to the last bind; per job from its first create
+    (its PodGroup's, for a gang) to its last member bound. The pods are deleted
+    at the end and the namespace waited empty, so the next phase has the whole
+    cluster."""
     core = client.CoreV1Api(api)
     custom = client.CustomObjectsApi(api)
-    ns = "bench-gangs"
     core.create_namespace({"metadata": {"name": ns}})
     watch = BindWatch(api, ns)
     time.sleep(0.5)
@@ -170,23 +194,44 @@ def run_gangs(api: client.ApiClient, jobs: int, size: int, timeout: float) -> di
     def make(j: int) -> None:
         group = f"job-{j}"
         job_created[group] = time.monotonic()
-        custom.create_namespaced_custom_object(
-            "scheduling.volcano.sh", "v1beta1", ns, "podgroups",
-            {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-             "metadata": {"name": group}, "spec": {"minMember": size}},
-        )  # fmt: skip
+        if gang:
+            custom.create_namespaced_custom_object(
+                "scheduling.volcano.sh", "v1beta1", ns, "podgroups",
+                {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                 "metadata": {"name": group}, "spec": {"minMember": size}},
+            )  # fmt: skip
         for i in range(size):
             name = f"{group}-{i}"
             created[name] = time.monotonic()
-            core.create_namespaced_pod(ns, pod(name, ns, "volcano", group), _preload_content=False)
+            body = pod(name, ns, scheduler, group if gang else "")
+            core.create_namespaced_pod(ns, body, _preload_content=False)
+
+    def make_member(job_and_index: tuple[int, int]) -> None:
+        """One pod of a huge job: a lone job's members are created in parallel too."""
+        j, i = job_and_index
+        name = f"job-{j}-{i}"
+        created[name] = time.monotonic()
+        body = pod(name, ns, scheduler, f"job-{j}" if gang else "")
+        core.create_namespaced_pod(ns, body, _preload_content=False)
 
     with ThreadPoolExecutor(8) as ex:
-        list(ex.map(make, range(jobs)))
+        if jobs >= 8:
+            list(ex.map(make, range(jobs)))
+        else:  # few big jobs: their PodGroups first, then every member in parallel
+            for j in range(jobs):
+                job_created[f"job-{j}"] = time.monotonic()
+                if gang:
+                    custom.create_namespaced_custom_object(
+                        "scheduling.volcano.sh", "v1beta1", ns, "podgroups",
+                        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                         "metadata": {"name": f"job-{j}"}, "spec": {"minMember": size}},
+                    )  # fmt: skip
+            list(ex.map(make_member, [(j, i) for j in range(jobs) for i in range(size)]))
     total = jobs * size
     ok = watch.wait(total, timeout)
     watch.close()
     if not ok:
-        raise SystemExit(f"gangs: only {len(watch.bound)}/{total} pods bound in {timeout:.0f}s")
+        raise SystemExit(f"{ns}: only {len(watch.bound)}/{total} pods bound in {timeout:.0f}s")
     last = max(watch.bound.values())
     lat = [watch.bound[n] - created[n] for n in created]
     job_lat = [
@@ -197,6 +242,7 @@ def run_gangs(api: client.ApiClient, jobs: int, size: int, timeout: float) -> di
         - min(watch.bound[f"{g}-{i}"] for i in range(size))
         for g in job_created
     ]
+    _empty(core, ns, timeout)
     return {
         "jobs": jobs,
         "pods": total,
@@ -207,6 +253,70 @@ def run_gangs(api: client.ApiClient, jobs: int, size: int, timeout: float) -> di
         "job_all_bound_p99_s": pct(job_lat, 99),
         "gang_bind_spread_p99_s": pct(spread, 99),
     }
+
+
+def _empty(core: client.CoreV1Api, ns: str, timeout: float) -> None:
+    """Delete every pod of ``ns`` and wait until none is left (kwok pods go at once)."""
+    core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not core.list_namespaced_pod(ns, limit=1).items:
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"{ns}: pods still there {timeout:.0f}s after deleting them")
+
+
+def run_gangs(api: client.ApiClient, jobs: int, size: int, timeout: float) -> dict[str, float]:
+    return run_jobs(api, "bench-gangs", jobs, size, timeout)
+
+
+SHAPES: dict[str, tuple[int, int]] = {
+    "single": (5000, 1),
+    "medium": (500, 20),
+    "large": (20, 500),
+    "huge": (1, 10000),
+}
+"""Scenario shapes of public batch-scheduler comparisons (jobs x pods per job), at
+full size: many single-pod jobs, 500 jobs of 20, 20 jobs of 500, one huge gang.
+``--scale`` shrinks them to the machine (0.1: 500 x 1, 50 x 20, 2 x 500, 1 x 1000;
+jobs shrink before pods per job, so a gang keeps its size while more than one
+job remains)."""
+
+
+def scaled(shape: tuple[int, int], scale: float) -> tuple[int, int]:
+    """Fewer jobs first (a gang's size is what makes it hard), down to two; then
+    smaller jobs. A single job stays one job."""
+    jobs, size = shape
+    total = max(1, round(jobs * size * scale))
+    if jobs == 1:
+        return 1, total
+    n = max(2, min(jobs, total // size)) if total >= 2 * size else 2
+    return n, max(1, total // n)
+
+
+def measure_shapes(api: client.ApiClient, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each shape: the same jobs as plain pods through the stock kube-scheduler, then
+    as gangs through pyextender (single-pod jobs also as plain pods through our
+    verbs, no PodGroup: the non-gang figure), one after the other on one cluster."""
+    out: list[dict[str, Any]] = []
+    for name in args.shapes:
+        jobs, size = scaled(SHAPES[name], args.scale)
+        say(f"shape {name}: {jobs} jobs x {size} pods, stock kube-scheduler (plain pods)")
+        base = run_jobs(
+            api, f"stock-{name}", jobs, size, args.timeout, "default-scheduler", gang=False
+        )
+        row: dict[str, Any] = {"shape": name, "jobs": jobs, "size": size, "baseline": base}
+        if size == 1:
+            say(f"shape {name}: the same plain pods through kube-scheduler + pyextender")
+            plain = run_jobs(api, f"plain-{name}", jobs, size, args.timeout, gang=False)
+            row["extender_no_gang"] = plain
+            row["extender_vs_stock_pods_per_s_ratio"] = plain["pods_per_s"] / base["pods_per_s"]
+        say(f"shape {name}: {jobs} PodGroups x {size} pods through pyextender")
+        gangs = run_jobs(api, f"gangs-{name}", jobs, size, args.timeout)
+        row["gangs"] = gangs
+        row["gang_vs_stock_pods_per_s_ratio"] = gangs["pods_per_s"] / base["pods_per_s"]
+        out.append(row)
+    return out
 
 
 def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -227,6 +337,8 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
         cfg.connection_pool_maxsize = 16
         api = client.ApiClient(cfg)
+        if args.shapes:
+            return {"mode": mode, "shapes": measure_shapes(api, args)}
         say(f"{mode}: baseline, {args.pods} plain pods through the stock kube-scheduler")
         base = run_plain(api, args.pods, args.timeout, "default-scheduler", "bench-baseline")
         say(f"{mode}: {args.pods} plain pods through kube-scheduler + pyextender (no gangs)")
@@ -244,6 +356,37 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         "gang_vs_stock_pods_per_s_ratio": gangs["pods_per_s"] / base["pods_per_s"],
         "extender_vs_stock_pods_per_s_ratio": plain["pods_per_s"] / base["pods_per_s"],
     }
+
+
+def report_shapes(results: list[dict[str, Any]], nodes: int) -> None:
+    row = "{:<10} {:<7} {:>10} {:<6} {:>8} {:>10} {:>10} {:>9}"
+    print(row.format("mode", "shape", "jobs x pods", "phase", "pods/s", "job p50 s", "job p99 s",
+                     "vs stock"))  # fmt: skip
+    for res in results:
+        for sh in res["shapes"]:
+            base_rate = sh["baseline"]["pods_per_s"]
+            for name in ("baseline", "extender_no_gang", "gangs"):
+                if name not in sh:
+                    continue
+                r = sh[name]
+                print(
+                    row.format(
+                        res["mode"],
+                        sh["shape"],
+                        f"{sh['jobs']}x{sh['size']}",
+                        {"baseline": "stock", "extender_no_gang": "plain"}.get(name, name),
+                        f"{r['pods_per_s']:.1f}",
+                        f"{r['job_all_bound_p50_s']:.2f}",
+                        f"{r['job_all_bound_p99_s']:.2f}",
+                        f"{r['pods_per_s'] / base_rate:.2f}",
+                    )
+                )
+    for res in results:
+        worst = min(sh["gang_vs_stock_pods_per_s_ratio"] for sh in res["shapes"])
+        print(
+            f"{res['mode']}: worst gang pods/s vs stock over the shapes {worst:.2f} (goal >= 1.0)"
+        )
+    print(json.dumps({"bench": "e2e-shapes", "nodes": nodes, "runs": results}))
 
 
 def report(results: list[dict[str, Any]], nodes: int) -> None:
@@ -300,9 +443,28 @@ def main() -> None:
         default="extender",
         help="devcluster mode; 'both' runs extender then framework, one table (default extender)",
     )
+    ap.add_argument(
+        "--shapes",
+        nargs="*",
+        choices=list(SHAPES),
+        help="run these scenario shapes instead of the default phases; "
+        "--shapes alone runs all (single medium large huge)",
+    )
+    ap.add_argument(
+        "--scale",
+        type=float,
+        default=0.1,
+        help="fraction of the published shapes' pod counts (default %(default)s)",
+    )
     args = ap.parse_args()
+    if args.shapes is not None and not args.shapes:
+        args.shapes = list(SHAPES)
     modes = list(MODES) if args.mode == "both" else [args.mode]
-    report([measure(m, args) for m in modes], args.nodes)
+    results = [measure(m, args) for m in modes]
+    if args.shapes:
+        report_shapes(results, args.nodes)
+    else:
+        report(results, args.nodes)
 
 
 if __name__ == "__main__":
