@@ -20,8 +20,9 @@ Per node, from its free-GPU bitmask and its NVLink/NVSwitch domain layout:
 
 Nodes with fewer than k free GPUs get mask 0, 0 domains and score −inf.
 Nodes sharing a layout and a free mask have identical results, so the kernel
-computes each distinct (layout, mask) once per call (memo tagged by a call
-stamp, so it never needs clearing). Loss is exact int64; every
+computes each distinct (layout, mask) once per request and keeps it for the
+next calls of that request (memo tagged by a stamp per request, so a buffer
+never needs clearing). Loss is exact int64; every
 implementation evaluates the score with the same float expression.
 """
 
@@ -38,15 +39,19 @@ I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
+LAY_FIELDS = 5
+"""Per-layout fields in the kernel's ``lay`` array: GPUs, domains, GPUs in the largest
+domain, mask of all the layout's GPUs, start of its memo block (2**GPUs entries)."""
+
 
 def topology_loops(
     n: int,
     stride: int,  # GPU slots per layout row (MAX_GPUS)
     free_mask: I64,  # [n] bit j = GPU j wholly free
     layout: I32,  # [n] layout id
+    n_lay: int,  # L layouts
     lay_count: I32,  # [L] GPUs in the layout
     lay_domain: I32,  # [L*stride] domain of each GPU, renumbered 0..count-1
-    lay_offset: I64,  # [L] start of the layout's memo block (2**count entries)
     k: int,  # GPUs requested
     s_count: int,
     sizes: I64,  # [S] request sizes (GPUs)
@@ -54,105 +59,159 @@ def topology_loops(
     w_sum: int,
     weight: float,
     loss_weight: float,
-    stamp: int,  # unique per call; memo entries with another stamp are stale
+    stamp: int,  # unique per request; memo entries with another stamp are stale
     memo_stamp: I64,
     memo_mask: I64,
     memo_dom: I32,
     memo_loss: I64,
     memo_score: F64,
-    cnt: I64,  # scratch [stride] free GPUs per domain
-    dsize: I64,  # scratch [stride] GPUs per domain
-    take: I64,  # scratch [stride] GPUs taken per domain
+    scratch: I64,  # [scratch_size(L, S, stride, n)], see the layout below
     out_mask: I64,  # [n] chosen GPUs as a bitmask
     out_dom: I32,  # [n] domains crossed, 0 = does not fit
     out_loss: I64,  # [n] weighted GPUs
     out_score: F64,  # [n]
 ) -> None:
-    for i in range(n):
-        lid = layout[i]
-        mask = free_mask[i]
-        key = lay_offset[lid] + mask
-        if memo_stamp[key] == stamp:
-            out_mask[i] = memo_mask[key]
-            out_dom[i] = memo_dom[key]
-            out_loss[i] = memo_loss[key]
-            out_score[i] = memo_score[key]
-            continue
-        lc = lay_count[lid]
+    # scratch: per layout LAY_FIELDS fields (GPUs, domains, GPUs in the largest
+    # domain, mask of all its GPUs, start of its memo block of 2**GPUs entries), the
+    # GPUs of each domain as bitmasks, c // s for c in 0..stride (a lookup instead
+    # of an integer division per size and domain), free and taken GPUs per domain,
+    # then each node's memo key. Derived here, per call: L and S are small (< 1 µs)
+    dm = n_lay * LAY_FIELDS
+    div = dm + n_lay * stride
+    cnt = div + s_count * (stride + 1)
+    tk = cnt + stride
+    ky = tk + stride
+    offset = 0
+    for lid in range(n_lay):
+        at = lid * LAY_FIELDS
         base = lid * stride
-        # domains are numbered 0..nd-1: loop over nd domains, not over GPU slots
+        c = lay_count[lid]
         nd = 0
-        for j in range(lc):
-            if lay_domain[base + j] >= nd:
-                nd = lay_domain[base + j] + 1
-        for d in range(nd):
-            cnt[d] = 0
-            dsize[d] = 0
-            take[d] = 0
-        tot = 0
-        for j in range(lc):
+        for d in range(stride):
+            scratch[dm + base + d] = 0
+        for j in range(c):
             d = lay_domain[base + j]
-            dsize[d] += 1
-            if (mask >> j) & 1:
-                cnt[d] += 1
-                tot += 1
+            scratch[dm + base + d] |= 1 << j
+            if d >= nd:
+                nd = d + 1
         biggest = 0
         for d in range(nd):
-            if dsize[d] > biggest:
-                biggest = dsize[d]
+            x = scratch[dm + base + d]
+            m = 0
+            while x:  # popcount: ≤ stride iterations
+                x &= x - 1
+                m += 1
+            if m > biggest:
+                biggest = m
+        scratch[at] = c
+        scratch[at + 1] = nd
+        scratch[at + 2] = biggest
+        scratch[at + 3] = (1 << c) - 1
+        scratch[at + 4] = offset
+        offset += 1 << c
+    for s_i in range(s_count):
+        for c in range(stride + 1):
+            scratch[div + s_i * (stride + 1) + c] = c // sizes[s_i]
+    # pass 1: each node's memo key; a (layout, mask) pair not yet computed for this
+    # request is computed here, once
+    for i in range(n):
+        lid = layout[i]
+        at = lid * LAY_FIELDS
+        # bits past the layout's GPUs mean nothing (as in the references) and would
+        # index past the layout's memo block
+        free = free_mask[i] & scratch[at + 3]
+        key = scratch[at + 4] + free
+        scratch[ky + i] = key
+        if memo_stamp[key] == stamp:
+            continue
+        base = lid * stride
+        # popcount without a data-dependent loop (branch misses dominated); masks < 2**32
+        x = free - ((free >> 1) & 0x55555555)
+        x = (x & 0x33333333) + ((x >> 2) & 0x33333333)
+        x = (x + (x >> 4)) & 0x0F0F0F0F
+        x += x >> 8
+        tot = (x + (x >> 16)) & 0x3F
         chosen = 0
         ndom = 0
         loss = 0
         score = -np.inf
         if k > 0 and tot >= k:
+            nd = scratch[at + 1]
+            for d in range(nd):
+                y = free & scratch[dm + base + d]
+                x = y - ((y >> 1) & 0x55555555)
+                x = (x & 0x33333333) + ((x >> 2) & 0x33333333)
+                x = (x + (x >> 4)) & 0x0F0F0F0F
+                x += x >> 8
+                scratch[cnt + d] = (x + (x >> 16)) & 0x3F  # free GPUs of domain d
+                scratch[tk + d] = 0  # GPUs taken from domain d
+            # best fit into one domain, else whole domains largest first (lowest id on ties)
             remaining = k
             while remaining > 0:
                 fit = -1
                 for d in range(nd):
-                    if take[d] == 0 and cnt[d] >= remaining and (fit < 0 or cnt[d] < cnt[fit]):
+                    c = scratch[cnt + d]
+                    if (
+                        scratch[tk + d] == 0
+                        and c >= remaining
+                        and (fit < 0 or c < scratch[cnt + fit])
+                    ):
                         fit = d
                 if fit >= 0:
-                    take[fit] = remaining
+                    scratch[tk + fit] = remaining
                     remaining = 0
                 else:
                     big = -1
                     for d in range(nd):
-                        if take[d] == 0 and cnt[d] > 0 and (big < 0 or cnt[d] > cnt[big]):
+                        c = scratch[cnt + d]
+                        if scratch[tk + d] == 0 and c > 0 and (big < 0 or c > scratch[cnt + big]):
                             big = d
-                    take[big] = cnt[big]
-                    remaining -= cnt[big]
+                    scratch[tk + big] = scratch[cnt + big]
+                    remaining -= scratch[cnt + big]
                 ndom += 1
-            # lowest-indexed free GPUs of each domain; dsize now counts what is left to take
+            # the lowest-indexed free GPUs of each domain taken from
             for d in range(nd):
-                dsize[d] = take[d]
-            for j in range(lc):
-                d = lay_domain[base + j]
-                if dsize[d] > 0 and (mask >> j) & 1:
-                    chosen |= 1 << j
-                    dsize[d] -= 1
+                t = scratch[tk + d]
+                x = free & scratch[dm + base + d]
+                while t > 0:
+                    low = x & -x
+                    chosen |= low
+                    x ^= low
+                    t -= 1
             # after − before = Σ_s w_s·(s·(P_s before − P_s after) − k); only the
             # domains the set takes from change P_s
+            biggest = scratch[at + 2]
             for s_i in range(s_count):
                 s = sizes[s_i]
+                q = div + s_i * (stride + 1)
                 lost = 0  # placements of size s the choice destroys
                 if s <= biggest:
                     for d in range(nd):
-                        if take[d] > 0:
-                            lost += cnt[d] // s - (cnt[d] - take[d]) // s
+                        t = scratch[tk + d]
+                        if t > 0:
+                            c = scratch[cnt + d]
+                            lost += scratch[q + c] - scratch[q + c - t]
                 else:
-                    lost = tot // s - (tot - k) // s
+                    lost = scratch[q + tot] - scratch[q + tot - k]
                 loss += size_w[s_i] * (s * lost - k)
             quality = 1.0 / ndom
-            score = weight * quality - loss_weight * (loss / (w_sum * lc))
+            score = weight * quality - loss_weight * (loss / (w_sum * scratch[at]))
         memo_stamp[key] = stamp
         memo_mask[key] = chosen
         memo_dom[key] = ndom
         memo_loss[key] = loss
         memo_score[key] = score
-        out_mask[i] = chosen
-        out_dom[i] = ndom
-        out_loss[i] = loss
-        out_score[i] = score
+    # pass 2: one gather per output (simple loops the compiler vectorises; a fused
+    # loop with four stores was ~40 % slower at 10k nodes)
+    keys = scratch[ky : ky + n]
+    for i in range(n):
+        out_mask[i] = memo_mask[keys[i]]
+    for i in range(n):
+        out_dom[i] = memo_dom[keys[i]]
+    for i in range(n):
+        out_loss[i] = memo_loss[keys[i]]
+    for i in range(n):
+        out_score[i] = memo_score[keys[i]]
 
 
 _topology_jit = compile_kernel(topology_loops)
@@ -197,11 +256,12 @@ Memo = tuple[I64, I64, I32, I64, F64]
 
 @dataclass(slots=True)
 class _Bank:
-    """The memo of one request: its stamp, buffers and prepared layout arrays."""
+    """The memo of one request: its stamp, buffers and the kernel arguments that depend
+    only on the request (prepared once, not per call)."""
 
     stamp: int
     memo: Memo
-    prepared: tuple[I64, I32, int]
+    prepared: tuple[object, ...]
 
 
 def _new_memo(size: int) -> Memo:
@@ -214,6 +274,25 @@ def _new_memo(size: int) -> Memo:
     )
 
 
+def _prepare(
+    layouts: Layouts, k: int, sizes: I64, size_w: I64, weight: float, loss_weight: float
+) -> tuple[object, ...]:
+    """The request's arguments after ``free_mask`` and ``layout``, up to ``stamp``."""
+    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+    size_w = np.ascontiguousarray(size_w, dtype=np.int64)
+    return (
+        int(layouts.count.shape[0]), np.ascontiguousarray(layouts.count, dtype=np.int32),
+        np.ascontiguousarray(layouts.domain, dtype=np.int32).reshape(-1),
+        int(k), int(sizes.shape[0]), sizes, size_w, int(size_w.sum()),
+        float(weight), float(loss_weight),
+    )  # fmt: skip
+
+
+def scratch_size(n_lay: int, s_count: int, stride: int, n: int) -> int:
+    """int64 entries of the kernel's scratch (see ``topology_loops``)."""
+    return n_lay * (LAY_FIELDS + stride) + s_count * (stride + 1) + 2 * stride + n
+
+
 class TopologyKernel:
     """Holds the memos between calls. One instance per thread (the memo is scratch).
 
@@ -221,66 +300,56 @@ class TopologyKernel:
     layouts), so each of the last MEMO_BANKS requests keeps its own memo bank:
     consecutive calls reuse every pair computed before for the same request,
     also when other requests came in between. Entries are tagged with the
-    bank's stamp (unique per bank), so a reused buffer never needs clearing;
-    ``forget()`` drops every bank (the next call is cold).
+    bank's stamp (unique per bank, never reused), so a reused buffer never
+    needs clearing; ``forget()`` drops every bank (the next call is cold) and
+    keeps the buffers for the next banks.
     """
 
     def __init__(self) -> None:
         self._stamp = 0
         self._banks: dict[tuple[object, ...], _Bank] = {}
-        self._current: _Bank | None = None
+        self._spare: list[Memo] = []
+        self._scratch: I64 = np.empty(0, dtype=np.int64)
 
     def forget(self) -> None:
+        self._spare.extend(bank.memo for bank in self._banks.values())
         self._banks.clear()
-        self._current = None
 
-    def _buffers(self, layouts: Layouts) -> Memo:
-        assert self._current is not None  # set by _args
-        return self._current.memo
-
-    def _bank(self, key: tuple[object, ...], layouts: Layouts, size_w: I64) -> _Bank:
-        bank = self._banks.pop(key, None)
-        if bank is None:
-            self._stamp += 1
-            size = layouts.memo_size
-            memo: Memo | None = None
-            if len(self._banks) >= MEMO_BANKS:
-                oldest = self._banks.pop(next(iter(self._banks)))
-                if oldest.memo[0].shape[0] == size:
-                    memo = oldest.memo  # stale entries carry the old stamp
-            flat = np.ascontiguousarray(layouts.domain, dtype=np.int32).reshape(-1)
-            bank = _Bank(
-                self._stamp, memo or _new_memo(size), (layouts.offsets, flat, int(size_w.sum()))
-            )
-        self._banks[key] = bank  # most recently used last
-        return bank
-
-    def _args(
+    def _bank(
         self,
-        free_mask: I64,
-        layout: I32,
         layouts: Layouts,
         k: int,
         sizes: I64,
         size_w: I64,
         weight: float,
         loss_weight: float,
-    ) -> tuple[object, ...]:
+    ) -> _Bank:
         key = (
             int(k), sizes.tobytes(), size_w.tobytes(), float(weight), float(loss_weight),
             layouts.count.tobytes(), layouts.domain.tobytes(),
         )  # fmt: skip
-        bank = self._current = self._bank(key, layouts, size_w)
-        offsets, flat, w_sum = bank.prepared
-        return (
-            int(free_mask.shape[0]), layouts.domain.shape[1],
-            np.ascontiguousarray(free_mask, dtype=np.int64),
-            np.ascontiguousarray(layout, dtype=np.int32),
-            np.ascontiguousarray(layouts.count, dtype=np.int32), flat, offsets,
-            int(k), int(sizes.shape[0]), np.ascontiguousarray(sizes, dtype=np.int64),
-            np.ascontiguousarray(size_w, dtype=np.int64), w_sum,
-            float(weight), float(loss_weight), bank.stamp,
-        )  # fmt: skip
+        bank = self._banks.pop(key, None)
+        if bank is None:
+            self._stamp += 1
+            size = layouts.memo_size
+            if len(self._banks) >= MEMO_BANKS:
+                self._spare.append(self._banks.pop(next(iter(self._banks))).memo)
+            memo = next((m for m in self._spare if m[0].shape[0] == size), None)
+            if memo is None:
+                memo = _new_memo(size)
+            else:
+                self._spare.remove(memo)  # stale entries carry an older stamp
+            prepared = _prepare(layouts, k, sizes, size_w, weight, loss_weight)
+            bank = _Bank(self._stamp, memo, prepared)
+        self._banks[key] = bank  # most recently used last
+        return bank
+
+    def _scratch_for(self, layouts: Layouts, s_count: int, n: int) -> I64:
+        n_lay, stride = layouts.domain.shape
+        size = scratch_size(n_lay, s_count, stride, n)
+        if self._scratch.shape[0] < size:
+            self._scratch = np.empty(size + 1024, dtype=np.int64)
+        return self._scratch
 
     def run(
         self,
@@ -294,19 +363,23 @@ class TopologyKernel:
         loss_weight: float = 1.0,
     ) -> TopologyResult:
         """numba kernel over all given nodes."""
-        args = self._args(free_mask, layout, layouts, k, sizes, size_w, weight, loss_weight)
+        bank = self._bank(layouts, k, sizes, size_w, weight, loss_weight)
         n = int(free_mask.shape[0])
-        stride = layouts.domain.shape[1]
+        stride = int(layouts.domain.shape[1])
         out = TopologyResult(
             np.empty(n, dtype=np.int64),
             np.empty(n, dtype=np.int32),
             np.empty(n, dtype=np.int64),
             np.empty(n, dtype=np.float64),
         )
-        scratch = [np.empty(stride, dtype=np.int64) for _ in range(3)]
         _topology_jit(
-            *args, *self._buffers(layouts), *scratch, out.mask, out.domains, out.loss, out.score
-        )
+            n, stride,
+            np.ascontiguousarray(free_mask, dtype=np.int64),
+            np.ascontiguousarray(layout, dtype=np.int32),
+            *bank.prepared, bank.stamp, *bank.memo,
+            self._scratch_for(layouts, int(sizes.shape[0]), n),
+            out.mask, out.domains, out.loss, out.score,
+        )  # fmt: skip
         return out
 
     def run_python(
@@ -321,16 +394,18 @@ class TopologyKernel:
         loss_weight: float = 1.0,
     ) -> TopologyResult:
         """Pure-Python reference: the same loops run by the interpreter over lists."""
-        args = self._args(free_mask, layout, layouts, k, sizes, size_w, weight, loss_weight)
-        lists = [a.tolist() if isinstance(a, np.ndarray) else a for a in args]
+        bank = self._bank(layouts, k, sizes, size_w, weight, loss_weight)
+        prepared = [a.tolist() if isinstance(a, np.ndarray) else a for a in bank.prepared]
         n = int(free_mask.shape[0])
-        stride = layouts.domain.shape[1]
+        stride = int(layouts.domain.shape[1])
         size = layouts.memo_size
         memo: list[list[int] | list[float]] = [[0] * size for _ in range(4)]
         memo.append([0.0] * size)
-        scratch = [[0] * stride for _ in range(3)]
+        scratch = [0] * scratch_size(int(layouts.count.shape[0]), int(sizes.shape[0]), stride, n)
         outs: list[list[int] | list[float]] = [[0] * n, [0] * n, [0] * n, [0.0] * n]
-        _topology_loops_python(*lists, *memo, *scratch, *outs)
+        _topology_loops_python(
+            n, stride, free_mask.tolist(), layout.tolist(), *prepared, 1, *memo, scratch, *outs
+        )
         return TopologyResult(
             np.asarray(outs[0], dtype=np.int64),
             np.asarray(outs[1], dtype=np.int32),

@@ -107,3 +107,28 @@ def test_prefers_the_node_that_fills_a_hole() -> None:
     assert res.mask.tolist() == [0b1111_0000, 0b0000_1111]
     assert res.domains.tolist() == [1, 1]
     assert res.score[0] > res.score[1]
+
+
+def test_sixteen_gpu_layouts_and_reused_buffers_match_the_reference() -> None:
+    """Masks up to 16 bits (the popcount has no per-bit loop) and memo buffers kept across
+    ``forget()`` and bank eviction (their stale entries must never be read back)."""
+    count = np.asarray([16, 8], dtype=np.int32)
+    dom = np.zeros((2, STRIDE), dtype=np.int32)
+    dom[0] = [0] * 4 + [1] * 4 + [2] * 6 + [3] * 2
+    dom[1, :8] = [0, 0, 1, 1, 1, 1, 2, 2]
+    layouts = Layouts(count, dom)
+    rng = np.random.default_rng(5)
+    layout = rng.integers(0, 2, 400).astype(np.int32)
+    masks = rng.integers(0, 1 << 16, 400).astype(np.int64)  # bits past 8 GPUs: ignored
+    sizes, weights = np.asarray([1, 2, 3, 6], np.int64), np.asarray([5, 4, 3, 2], np.int64)
+    kern = TopologyKernel()
+    for round_ in range(3):
+        for k in range(1, 17):
+            fast = kern.run(masks, layout, layouts, k, sizes, weights)
+            ref = topology_numpy(masks, layout, layouts, k, sizes, weights)
+            assert np.array_equal(fast.mask, ref.mask), (round_, k)
+            assert np.array_equal(fast.domains, ref.domains)
+            assert np.array_equal(fast.loss, ref.loss)
+            assert np.array_equal(fast.score, ref.score)
+            masks, layout = masks[::-1].copy(), layout[::-1].copy()  # in other order
+        kern.forget()
