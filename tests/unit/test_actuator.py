@@ -35,6 +35,7 @@ class Api:
         self.script: dict[str, list[Exception | None]] = {}
         self.delay: dict[str, float] = {}  # seconds a call of that op takes
         self.served = ["podgroups", "podgroups/status"]  # what discovery lists
+        self.replies: dict[str, list[bytes]] = {}  # bodies a successful call returns, in turn
 
     def _do(self, op: str, *args: Any, **kwargs: Any) -> Any:
         time.sleep(self.delay.get(op, 0.0))
@@ -47,6 +48,8 @@ class Api:
 
         resources = [{"name": n} for n in self.served]
         data = json.dumps({"resources": resources}).encode() if op == "get_api_resources" else b"{}"
+        if self.replies.get(op):
+            data = self.replies[op].pop(0)
 
         class Resp:
             def release_conn(self) -> None:
@@ -81,6 +84,8 @@ def _actuator() -> tuple[Actuator, Api, Metrics]:
     act._background = set()
     act._events = set()
     act.said = {}
+    act.ours = {}
+    act._group_locks = {}
     return act, api, metrics
 
 
@@ -302,3 +307,53 @@ def test_pending_is_written_once_with_the_resource_version() -> None:
     api.script["patch_namespaced_custom_object_status"] = [ApiException(status=409)]
     out = asyncio.run(act.apply(Decisions(pending=[job])))
     assert out.failed_pending == ["uid-g"]
+
+
+def _rv(version: str) -> bytes:
+    return json.dumps({"metadata": {"resourceVersion": version}}).encode()
+
+
+def test_a_version_only_our_own_write_replaced_is_not_a_conflict() -> None:
+    """The cycle after the Pending write admits on the version the watch still shows
+    (7): the admission is sent on the version our Pending write produced (8), so it
+    does not fail with 409; versions someone else produced are sent as they are."""
+    act, api, _ = _actuator()
+    op = "patch_namespaced_custom_object_status"
+    api.replies[op] = [_rv("8"), _rv("9"), _rv("11"), _rv("12")]
+    job = _job(_group("7"), [_pod("a")])
+    asyncio.run(act.apply(Decisions(pending=[job])))
+    out = asyncio.run(act.apply(Decisions(admit=[job])))  # decided on 7, before the watch saw 8
+    assert not out.failed_admissions
+    sent = [args[-1]["metadata"]["resourceVersion"] for args, _ in api.ops(op)]
+    assert sent == ["7", "8"]
+    # a third write decided on 7 or on 8 (both replaced by our writes) goes on 9
+    asyncio.run(act._unschedulable("ns/g", "why", _group("8"), lambda: True))
+    assert api.ops(op)[-1][0][-1]["metadata"] == {"resourceVersion": "9"}
+    # a version someone else wrote (10) is ours to respect: sent as it is
+    asyncio.run(act._unschedulable("ns/g", "why not", _group("10"), lambda: True))
+    assert api.ops(op)[-1][0][-1]["metadata"] == {"resourceVersion": "10"}
+    # and from there on 7, 8 and 9 are no longer known as ours
+    assert act.ours["ns/g"] == (frozenset({"10"}), "12")
+    act.forget(set())
+    assert act.ours == {}
+
+
+def test_writes_to_one_podgroup_wait_for_the_one_in_flight() -> None:
+    """The Pending write is still in flight when the next cycle admits on the same
+    version (7): the admission waits for it and goes on the version it produced."""
+    act, api, _ = _actuator()
+    op = "patch_namespaced_custom_object_status"
+    api.replies[op] = [_rv("8"), _rv("9")]
+    api.delay[op] = 0.05
+    job = _job(_group("7"), [_pod("a")])
+
+    async def both() -> None:
+        pending = asyncio.ensure_future(act.apply(Decisions(pending=[job])))
+        await asyncio.sleep(0.01)  # the Pending write has left
+        admitted = await act.apply(Decisions(admit=[job]))
+        assert not admitted.failed_admissions
+        await pending
+
+    asyncio.run(both())
+    sent = [(args[-1]["status"].get("phase"), args[-1]["metadata"]) for args, _ in api.ops(op)]
+    assert sent == [("Pending", {"resourceVersion": "7"}), ("Inqueue", {"resourceVersion": "8"})]
