@@ -105,7 +105,7 @@ class BindWatch:
         self.stop.set()
 
 
-def pod(name: str, ns: str, scheduler: str, group: str = "") -> dict[str, Any]:
+def pod(name: str, ns: str, scheduler: str, group: str = "", node: str = "") -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": ns}
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
@@ -121,6 +121,14 @@ def pod(name: str, ns: str, scheduler: str, group: str = "") -> dict[str, Any]:
             }
         ],
     }
+    if node:
+        # required node affinity on metadata.name: kube-scheduler's NodeAffinity
+        # PreFilter narrows the cycle to this node (what narrowing at gate lift would do)
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        required = {"nodeSelectorTerms": [term]}
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+        }
     if group:
         meta["annotations"] = {"scheduling.k8s.io/group-name": group}
         spec["schedulingGates"] = [{"name": "pyextender.io/gang"}]
@@ -132,9 +140,10 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_plain(
-    api: client.ApiClient, pods: int, timeout: float, scheduler: str, ns: str
+    api: client.ApiClient, pods: int, timeout: float, scheduler: str, ns: str, narrow: int = 0
 ) -> dict[str, float]:
-    """``pods`` single pods (no gang) for ``scheduler``, timed from first create to last bind."""
+    """``pods`` single pods (no gang) for ``scheduler``, timed from first create to last bind.
+    ``narrow`` > 0: pod i may only go to node i mod ``narrow`` (required node affinity)."""
     core = client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": ns}})
     watch = BindWatch(api, ns)
@@ -145,7 +154,9 @@ def run_plain(
     def make(i: int) -> None:
         name = f"plain-{i}"
         created[name] = time.monotonic()
-        core.create_namespaced_pod(ns, pod(name, ns, scheduler), _preload_content=False)
+        node = f"kwok-node-{i % narrow}" if narrow else ""
+        body = pod(name, ns, scheduler, node=node)
+        core.create_namespaced_pod(ns, body, _preload_content=False)
 
     with ThreadPoolExecutor(8) as ex:
         list(ex.map(make, range(pods)))
@@ -343,6 +354,13 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         base = run_plain(api, args.pods, args.timeout, "default-scheduler", "bench-baseline")
         say(f"{mode}: {args.pods} plain pods through kube-scheduler + pyextender (no gangs)")
         plain = run_plain(api, args.pods, args.timeout, "volcano", "bench-extender")
+        narrowed: dict[str, Any] = {}
+        if args.narrowed:
+            say(f"{mode}: {args.pods} plain pods, each narrowed to one node, stock and ours")
+            for key, scheduler in (("stock", "default-scheduler"), ("extender", "volcano")):
+                narrowed[key] = run_plain(
+                    api, args.pods, args.timeout, scheduler, f"narrow-{key}", args.nodes
+                )
         jobs = args.pods // args.gang_size
         say(f"{mode}: {jobs} PodGroups x {args.gang_size} pods through pyextender")
         gangs = run_gangs(api, jobs, args.gang_size, args.timeout)
@@ -355,6 +373,7 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         "gangs": gangs,
         "gang_vs_stock_pods_per_s_ratio": gangs["pods_per_s"] / base["pods_per_s"],
         "extender_vs_stock_pods_per_s_ratio": plain["pods_per_s"] / base["pods_per_s"],
+        **({"narrowed": narrowed} if narrowed else {}),
     }
 
 
@@ -406,8 +425,10 @@ def report(results: list[dict[str, Any]], nodes: int) -> None:
     )
     for res in results:
         base_rate = res["baseline"]["pods_per_s"]
-        for name, key in (("stock", "baseline"), ("plain", "extender_no_gang"), ("gangs", "gangs")):
-            r = res[key]
+        phases = [("stock", "baseline"), ("plain", "extender_no_gang"), ("gangs", "gangs")]
+        short = {"stock": "stock-1n", "extender": "plain-1n"}  # narrowed to one node
+        for name, key in phases + [(short[k], k) for k in res.get("narrowed", {})]:
+            r = res["narrowed"][key] if name.endswith("-1n") else res[key]
             print(
                 row.format(
                     res["mode"],
@@ -442,6 +463,12 @@ def main() -> None:
         choices=[*MODES, "both"],
         default="extender",
         help="devcluster mode; 'both' runs extender then framework, one table (default extender)",
+    )
+    ap.add_argument(
+        "--narrowed",
+        action="store_true",
+        help="also time plain pods each narrowed to one node by required node affinity "
+        "(stock and through our verbs): the most narrowing gang members at gate lift could save",
     )
     ap.add_argument(
         "--shapes",
