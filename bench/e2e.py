@@ -312,22 +312,31 @@ def measure_shapes(api: client.ApiClient, args: argparse.Namespace) -> list[dict
     out: list[dict[str, Any]] = []
     for name in args.shapes:
         jobs, size = scaled(SHAPES[name], args.scale)
-        say(f"shape {name}: {jobs} jobs x {size} pods, stock kube-scheduler (plain pods)")
-        base = run_jobs(
-            api, f"stock-{name}", jobs, size, args.timeout, "default-scheduler", gang=False
-        )
-        row: dict[str, Any] = {"shape": name, "jobs": jobs, "size": size, "baseline": base}
-        if size == 1:
-            say(f"shape {name}: the same plain pods through kube-scheduler + pyextender")
-            plain = run_jobs(api, f"plain-{name}", jobs, size, args.timeout, gang=False)
-            row["extender_no_gang"] = plain
-            row["extender_vs_stock_pods_per_s_ratio"] = plain["pods_per_s"] / base["pods_per_s"]
-        say(f"shape {name}: {jobs} PodGroups x {size} pods through pyextender")
-        gangs = run_jobs(api, f"gangs-{name}", jobs, size, args.timeout)
-        row["gangs"] = gangs
-        row["gang_vs_stock_pods_per_s_ratio"] = gangs["pods_per_s"] / base["pods_per_s"]
-        out.append(row)
+        try:
+            out.append(_shape(api, args, name, jobs, size))
+        except SystemExit as exc:  # a phase did not finish: say so, go on with the next
+            say(f"shape {name}: {exc}")
+            out.append({"shape": name, "jobs": jobs, "size": size, "error": str(exc)})
+        say(f"shape {name}: {json.dumps(out[-1])}")
     return out
+
+
+def _shape(
+    api: client.ApiClient, args: argparse.Namespace, name: str, jobs: int, size: int
+) -> dict[str, Any]:
+    say(f"shape {name}: {jobs} jobs x {size} pods, stock kube-scheduler (plain pods)")
+    base = run_jobs(api, f"stock-{name}", jobs, size, args.timeout, "default-scheduler", gang=False)
+    row: dict[str, Any] = {"shape": name, "jobs": jobs, "size": size, "baseline": base}
+    if size == 1:
+        say(f"shape {name}: the same plain pods through kube-scheduler + pyextender")
+        plain = run_jobs(api, f"plain-{name}", jobs, size, args.timeout, gang=False)
+        row["extender_no_gang"] = plain
+        row["extender_vs_stock_pods_per_s_ratio"] = plain["pods_per_s"] / base["pods_per_s"]
+    say(f"shape {name}: {jobs} PodGroups x {size} pods through pyextender")
+    gangs = run_jobs(api, f"gangs-{name}", jobs, size, args.timeout)
+    row["gangs"] = gangs
+    row["gang_vs_stock_pods_per_s_ratio"] = gangs["pods_per_s"] / base["pods_per_s"]
+    return row
 
 
 def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -383,6 +392,11 @@ def report_shapes(results: list[dict[str, Any]], nodes: int) -> None:
                      "vs stock"))  # fmt: skip
     for res in results:
         for sh in res["shapes"]:
+            if "error" in sh:
+                print(
+                    f"{res['mode']:<10} {sh['shape']:<7} {sh['jobs']}x{sh['size']}: {sh['error']}"
+                )
+                continue
             base_rate = sh["baseline"]["pods_per_s"]
             for name in ("baseline", "extender_no_gang", "gangs"):
                 if name not in sh:
@@ -401,7 +415,7 @@ def report_shapes(results: list[dict[str, Any]], nodes: int) -> None:
                     )
                 )
     for res in results:
-        worst = min(sh["gang_vs_stock_pods_per_s_ratio"] for sh in res["shapes"])
+        worst = min(sh.get("gang_vs_stock_pods_per_s_ratio", 0.0) for sh in res["shapes"])
         print(
             f"{res['mode']}: worst gang pods/s vs stock over the shapes {worst:.2f} (goal >= 1.0)"
         )
