@@ -338,7 +338,9 @@ class TopologyKernel:
             if memo is None:
                 memo = _new_memo(size)
             else:
-                self._spare.remove(memo)  # stale entries carry an older stamp
+                # stale entries carry an older stamp. Dropped by identity: list.remove
+                # compares tuples of arrays elementwise (ValueError once two differ in size)
+                self._spare = [m for m in self._spare if m is not memo]
             prepared = _prepare(layouts, k, sizes, size_w, weight, loss_weight)
             bank = _Bank(self._stamp, memo, prepared)
         self._banks[key] = bank  # most recently used last
