@@ -51,6 +51,7 @@ from typing import Any
 import msgspec
 import numpy as np
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 from devcluster.cluster import MODES, Cluster
 from devcluster.nodes import NodeShape
@@ -267,13 +268,18 @@ def run_jobs(
 
 
 def _empty(core: client.CoreV1Api, ns: str, timeout: float) -> None:
-    """Delete every pod of ``ns`` and wait until none is left (kwok pods go at once)."""
-    core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    """Delete every pod of ``ns`` and wait until none is left (kwok pods go at once).
+    A loaded API server may time out (504) a collection delete that goes on
+    server-side: ask again until the namespace is empty."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not core.list_namespaced_pod(ns, limit=1).items:
-            return
-        time.sleep(0.5)
+        try:
+            core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+            if not core.list_namespaced_pod(ns, limit=1).items:
+                return
+        except ApiException as exc:
+            say(f"{ns}: deleting pods: {exc.status} {exc.reason}; asking again")
+        time.sleep(1.0)
     raise SystemExit(f"{ns}: pods still there {timeout:.0f}s after deleting them")
 
 
