@@ -417,3 +417,69 @@ def fgd_gpu_deltas(
     out = np.full(nodes.free_milli.shape, NO_FIT, dtype=np.int64)
     out[:, : per_gpu.shape[1]] = per_gpu
     return out
+
+
+def memo_stale_loops(
+    n: int,
+    rows: I64,  # [n] state rows asked about
+    row_version: I64,  # [cap] GpuState.row_version
+    alloc: I64,  # [cap*n_res] ClusterState.alloc, flattened
+    used: I64,  # [cap*n_res] ClusterState.used, flattened
+    n_res: int,
+    cpu_col: int,
+    milli: I64,  # [n] the pod's milli-GPU on each asked row
+    memo_valid: npt.NDArray[np.bool_],  # [cap] per-shape memo of gpu-share's Δ
+    memo_version: I64,  # [cap]
+    memo_cpu: I64,  # [cap] free CPU (milli-cores) the Δ was computed with
+    memo_milli: I64,  # [cap]
+    out_pos: I64,  # [n] positions (into rows) of the stale rows, first out_count[0]
+    out_cpu: I64,  # [n] their free CPU now
+    out_count: I64,  # [1]
+) -> None:
+    m = 0
+    for i in range(n):
+        r = rows[i]
+        cpu = alloc[r * n_res + cpu_col] - used[r * n_res + cpu_col]
+        if (
+            not memo_valid[r]
+            or memo_version[r] != row_version[r]
+            or memo_cpu[r] != cpu
+            or memo_milli[r] != milli[i]
+        ):
+            out_pos[m] = i
+            out_cpu[m] = cpu
+            m += 1
+    out_count[0] = m
+
+
+_stale_jit = compile_kernel(memo_stale_loops)
+
+
+def memo_stale_rows(
+    rows: I64,
+    row_version: I64,
+    alloc: I64,
+    used: I64,
+    cpu_col: int,
+    milli: I64,
+    memo: tuple[npt.NDArray[np.bool_], I64, I64, I64],
+) -> tuple[I64, I64]:
+    """Rows whose memoised Δ is stale (never computed, GPUs or pods changed since, other
+    free CPU or other milli): (their positions in ``rows``, their free CPU now).
+
+    One pass in the kernel instead of a dozen fancy-indexed numpy passes over all rows
+    (at 10k rows those cost ~250 µs per call; this ~20 µs). ``memo``: valid, version,
+    cpu, milli arrays of the per-shape memo.
+    """
+    n = int(rows.shape[0])
+    pos = np.empty(n, dtype=np.int64)
+    cpu = np.empty(n, dtype=np.int64)
+    count = np.zeros(1, dtype=np.int64)
+    _stale_jit(
+        n, np.ascontiguousarray(rows, dtype=np.int64), row_version,
+        np.ascontiguousarray(alloc).reshape(-1), np.ascontiguousarray(used).reshape(-1),
+        int(alloc.shape[1]), int(cpu_col), np.ascontiguousarray(milli, dtype=np.int64),
+        *memo, pos, cpu, count,
+    )  # fmt: skip
+    m = int(count[0])
+    return pos[:m], cpu[:m]

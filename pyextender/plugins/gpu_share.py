@@ -22,7 +22,7 @@ from pyextender.api.task_classes import TaskClasses
 from pyextender.framework.interfaces import FilterResult, FloatArray, IntArray, PodContext
 from pyextender.framework.registry import PluginSpec
 from pyextender.framework.status import Code
-from pyextender.kernels.gpu_share import NO_FIT, fgd_gpu_deltas, fgd_scores
+from pyextender.kernels.gpu_share import NO_FIT, fgd_gpu_deltas, fgd_scores, memo_stale_rows
 from pyextender.plugins import gpu_topology
 from pyextender.plugins.gpu_rows import (
     demand_of,
@@ -104,27 +104,23 @@ def gradient(
         )
         gpu.fgd_memo[key] = memo
     milli = milli_per_row(ctx, rows, demand)
-    cpu_col = ctx.state.column[CPU]
-    free_cpu = ctx.state.alloc[rows, cpu_col] - ctx.state.used[rows, cpu_col]
-    version = gpu.row_version[rows]
-    stale = (
-        ~memo.valid[rows]
-        | (memo.version[rows] != version)
-        | (memo.cpu[rows] != free_cpu)
-        | (memo.milli[rows] != milli)
-    )
-    if stale.any():
+    # the staleness test in one kernel pass (pyextender.kernels.gpu_share)
+    stale, free_cpu = memo_stale_rows(
+        rows, gpu.row_version, ctx.state.alloc, ctx.state.used, ctx.state.column[CPU], milli,
+        (memo.valid, memo.version, memo.cpu, memo.milli),
+    )  # fmt: skip
+    if stale.shape[0]:
         redo = rows[stale]
         res = fgd_scores(
             fgd_input(ctx, redo), classes, pod_cpu(ctx), milli[stale], demand.count, cpu_fed
         )
         memo.delta[redo] = np.where(res.delta == NO_FIT, -np.inf, res.delta / classes.weight_sum)
         memo.gpu[redo] = res.gpu
-        memo.version[redo] = version[stale]
-        memo.cpu[redo] = free_cpu[stale]
+        memo.version[redo] = gpu.row_version[redo]
+        memo.cpu[redo] = free_cpu
         memo.milli[redo] = milli[stale]
         memo.valid[redo] = True
-    return memo.delta[rows], memo.gpu[rows]
+    return memo.delta.take(rows), memo.gpu.take(rows)
 
 
 class GpuShare:
