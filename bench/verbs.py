@@ -5,9 +5,18 @@ one core, with a cache holding N nodes (8 GPUs each, a few pods on most).
 This process, pinned to the other core, sends the requests kube-scheduler
 would (nodeCacheCapable: the Pod plus all node names), one at a time on a
 keep-alive connection. Baselines from the same run: the /healthz round trip
-(HTTP cost with no work) and the verb's time in-process (work with no HTTP).
+(HTTP cost with no work) and the verb's time in-process (work with no HTTP),
+both for the wire path HTTP serves (raw request fields, reply bytes written
+from arrays) and for the struct path (msgspec structs per node, as before).
 
-Usage: python bench/verbs.py [--nodes 1000,5000] [--requests 2000]
+Two scenarios per size:
+- best case: one identical request, no cache change in between (every memo hits);
+- churn: a new pod every filter+prioritize pair (as kube-scheduler's cycles
+  go), while the server applies pod events (a bind and a pending pod arriving
+  per tick, --churn-rate ticks/s) and runs the scheduler's actions loop in the
+  same process (its writes go nowhere: there is no API server here).
+
+Usage: python bench/verbs.py [--nodes 1000,5000] [--requests 2000] [--churn-rate 100]
 Last line: one JSON object with every figure.
 """
 
@@ -31,6 +40,7 @@ from pyextender.api.extender import ExtenderArgs
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.runtime import build_profile
 from pyextender.plugins.defaults import load, plugins_of
+from pyextender.server.extender_wire import ExtenderArgsWire
 from pyextender.server.metrics import Metrics
 from pyextender.server.verbs import Extender
 
@@ -82,13 +92,59 @@ def build_extender(nodes: int) -> Extender:
             pods.append(pod_doc(f"run-{i}", busy, f"node-{i:05d}"))
     cache.replace_pods(pods)
     metrics = Metrics()
-    return Extender(
-        cache, build_profile(plugins_of(load(None)), metrics.observe_plugin), None, metrics
-    )  # type: ignore[arg-type]
+    profile = build_profile(plugins_of(load(None)), metrics.observe_plugin)
+    return Extender(cache, profile, None, metrics)  # type: ignore[arg-type]
 
 
-def serve(nodes: int, port: int) -> None:
+class NoWrites:
+    """The actuator of the bench's actions loop: decisions are made, never written."""
+
+    async def apply(self, decisions: Any, allowed: Any = None) -> Any:
+        from pyextender.server.actuator import Applied
+
+        return Applied()
+
+    def forget(self, live_jobs: set[str]) -> None:
+        return None
+
+    def cancel_background(self) -> None:
+        return None
+
+
+async def churn(ext: Extender, nodes: int, rate: float) -> None:
+    """Per tick: one running pod finishes, one pod binds (both as watch events),
+    and a pending pod of a small gang arrives (the oldest pending ones leave)."""
+    import asyncio
+
+    cache = ext.cache
+    rng = np.random.default_rng(7)
+    running = [u for u in cache.state.pods]
+    pending: list[dict[str, Any]] = []
+    tick = 0
+    while True:
+        await asyncio.sleep(1.0 / rate)
+        tick += 1
+        if running:
+            uid = running.pop(int(rng.integers(0, len(running))))
+            rec = cache.state.pods.get(uid)
+            if rec is not None:
+                cache.pod_event("DELETED", pod_doc(rec.pod.name, 1, None))
+        name = f"churn-{tick}"
+        gpus = int(rng.integers(1, 3))
+        cache.pod_event("ADDED", pod_doc(name, gpus, f"node-{int(rng.integers(0, nodes)):05d}"))
+        running.append(f"uid-{name}")
+        doc = pod_doc(f"wait-{tick}", int(rng.integers(1, 9)), None)
+        doc["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": f"g{tick // 4}"}
+        cache.pod_event("ADDED", doc)
+        pending.append(doc)
+        if len(pending) > 200:
+            cache.pod_event("DELETED", pending.pop(0))
+
+
+def serve(nodes: int, port: int, rate: float) -> None:
     os.sched_setaffinity(0, {0})
+    import asyncio
+
     import uvicorn
 
     from pyextender.server.app import freeze_heap, tune_gc
@@ -99,7 +155,7 @@ def serve(nodes: int, port: int) -> None:
         tune_gc()
         freeze_heap()
     app = ExtenderApp(ext, lambda: (True, "ok"))
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host="127.0.0.1",
         port=port,
@@ -107,7 +163,29 @@ def serve(nodes: int, port: int) -> None:
         access_log=False,
         http="httptools",
         loop="uvloop",
+        timeout_keep_alive=120,  # s: the client pauses to build its in-process copy
     )
+
+    async def main() -> None:
+        tasks = []
+        if rate > 0:
+            from pyextender.server.scheduler_loop import SchedulerLoop
+
+            config_ = load(None)
+            actions = SchedulerLoop(ext.cache, lambda: config_, NoWrites(), ext.metrics)  # type: ignore[arg-type]
+            tasks = [
+                asyncio.ensure_future(churn(ext, nodes, rate)),
+                asyncio.ensure_future(actions.run()),
+            ]
+        await uvicorn.Server(config).serve()
+        for t in tasks:
+            t.cancel()
+        if rate > 0:
+            print(f"bench server: {actions.cycles} action cycles under churn", file=sys.stderr)
+
+    import uvloop
+
+    uvloop.run(main())
 
 
 def free_port() -> int:
@@ -136,33 +214,92 @@ def measure(
     return out
 
 
-def in_process(ext: Extender, body: bytes, verb: str, n: int) -> list[float]:
+def in_process(
+    ext: Extender, body: bytes, verb: str, n: int, path: str
+) -> tuple[list[float], list[float]]:
+    """(wall ms, this thread's CPU ms) per call, decode to reply bytes, on the wire
+    path HTTP serves or on the struct path (one msgspec struct per node, encoded
+    by msgspec). CPU time is what a shared machine disturbs least."""
     dec = msgspec.json.Decoder(ExtenderArgs)
+    wire = msgspec.json.Decoder(ExtenderArgsWire)
     enc = msgspec.json.Encoder()
     out: list[float] = []
+    cpu: list[float] = []
     for _ in range(n):
+        c0 = time.thread_time()
         t0 = time.perf_counter()
-        args = dec.decode(body)
-        enc.encode(ext.filter(args) if verb == "filter" else ext.prioritize(args))
+        if path == "wire":
+            w = wire.decode(body)
+            ext.filter_json(w) if verb == "filter" else ext.prioritize_json(w)
+        else:
+            args = dec.decode(body)
+            enc.encode(ext.filter(args) if verb == "filter" else ext.prioritize(args))
         out.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.thread_time() - c0) * 1000)
+    return out, cpu
+
+
+def churn_http(
+    conn: http.client.HTTPConnection, names: list[str], n: int
+) -> dict[str, list[float]]:
+    """kube-scheduler's cycles: a new pod per filter+prioritize pair."""
+    out: dict[str, list[float]] = {"filter": [], "prioritize": []}
+    headers = {"Content-Type": "application/json"}
+    for i in range(n):
+        body = json.dumps({"Pod": pod_doc(f"incoming-{i}", 1 + i % 4, None), "NodeNames": names})
+        for verb in ("filter", "prioritize"):
+            t0 = time.perf_counter()
+            conn.request("POST", f"/{verb}", body=body.encode(), headers=headers)
+            resp = conn.getresponse()
+            resp.read()
+            out[verb].append((time.perf_counter() - t0) * 1000)
+            if resp.status != 200:
+                raise SystemExit(f"{verb}: HTTP {resp.status}")
     return out
 
 
-def run(nodes: int, requests: int) -> dict[str, Any]:
+def start(nodes: int, rate: float) -> tuple[subprocess.Popen[bytes], http.client.HTTPConnection]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(nodes), "--port", str(port)])
+    cmd = [sys.executable, __file__, "--serve", str(nodes), "--port", str(port)]
+    proc = subprocess.Popen([*cmd, "--churn-rate", str(rate)])
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            # s: a first call compiles the kernels, slow on a loaded machine
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            c.request("GET", "/healthz")
+            c.getresponse().read()
+            return proc, c
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise SystemExit("bench server did not start") from None
+            time.sleep(0.1)
+
+
+def run_churn(nodes: int, requests: int, rate: float) -> dict[str, Any]:
+    """Filter+prioritize pairs, a new pod each, while the server churns."""
+    proc, c = start(nodes, rate)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                c.request("GET", "/healthz")
-                c.getresponse().read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise SystemExit("bench server did not start") from None
-                time.sleep(0.1)
+        names = [f"node-{i:05d}" for i in range(nodes)]
+        churn_http(c, names, max(requests // 20, 20))  # warm-up
+        t0 = time.perf_counter()
+        lat = churn_http(c, names, requests)
+        wall = time.perf_counter() - t0
+        res: dict[str, Any] = {"churn_rate_per_s": rate, "churn_pairs_per_s": requests / wall}
+        for verb, ms in lat.items():
+            res[f"churn_{verb}_p50_ms"] = pct(ms, 50)
+            res[f"churn_{verb}_p99_ms"] = pct(ms, 99)
+        c.close()
+        return res
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def run(nodes: int, requests: int) -> dict[str, Any]:
+    proc, c = start(nodes, 0)
+    try:
         os.sched_setaffinity(0, {1 % (os.cpu_count() or 1)})
         names = [f"node-{i:05d}" for i in range(nodes)]
         body = json.dumps({"Pod": pod_doc("incoming", 4, None), "NodeNames": names}).encode()
@@ -178,12 +315,18 @@ def run(nodes: int, requests: int) -> dict[str, Any]:
             t0 = time.perf_counter()
             lat = measure(c, "POST", f"/{verb}", body, requests)
             wall = time.perf_counter() - t0
-            local = in_process(ext, body, verb, max(requests // 4, 100))
+            local, local_cpu = in_process(ext, body, verb, max(requests // 4, 100), "wire")
+            struct, struct_cpu = in_process(ext, body, verb, max(requests // 4, 100), "struct")
+            res[f"{verb}_inprocess_cpu_p50_ms"] = pct(local_cpu, 50)
+            res[f"{verb}_inprocess_struct_cpu_p50_ms"] = pct(struct_cpu, 50)
             res[f"{verb}_p50_ms"] = pct(lat, 50)
             res[f"{verb}_p99_ms"] = pct(lat, 99)
             res[f"{verb}_mean_ms"] = statistics.fmean(lat)
             res[f"{verb}_requests_per_s"] = requests / wall
             res[f"{verb}_inprocess_p50_ms"] = pct(local, 50)
+            res[f"{verb}_inprocess_p99_ms"] = pct(local, 99)
+            res[f"{verb}_inprocess_struct_p50_ms"] = pct(struct, 50)
+            res[f"{verb}_inprocess_struct_p99_ms"] = pct(struct, 99)
             res[f"{verb}_http_overhead_p50_ms"] = pct(lat, 50) - pct(local, 50)
             res[f"{verb}_p99_vs_budget_2ms"] = pct(lat, 99) / 2.0
         c.close()
@@ -199,9 +342,12 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=2000, help="measured requests per verb")
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--churn-rate", type=float, default=100.0, help="churn ticks/s (0: best case only)"
+    )
     args = ap.parse_args()
     if args.serve is not None:
-        serve(args.serve, args.port)
+        serve(args.serve, args.port, args.churn_rate)
         return
     results = []
     for n in (int(x) for x in args.nodes.split(",")):
@@ -210,9 +356,12 @@ def main() -> None:
             file=sys.stderr,
             flush=True,
         )
-        results.append(run(n, args.requests))
-    head = ("nodes", "verb", "p50 ms", "p99 ms", "req/s", "in-proc p50", "healthz p50")
-    print("{:>6} {:<11} {:>8} {:>8} {:>8} {:>12} {:>12}".format(*head))
+        res = run(n, args.requests)
+        if args.churn_rate > 0:
+            res.update(run_churn(n, args.requests, args.churn_rate))
+        results.append(res)
+    head = ("nodes", "verb", "p50 ms", "p99 ms", "req/s", "in-proc p50/p99", "struct p50/p99")
+    print("{:>6} {:<11} {:>8} {:>8} {:>8} {:>16} {:>16}".format(*head), "churn p50/p99")
     for r in results:
         for verb in ("filter", "prioritize"):
             cells = (
@@ -221,10 +370,21 @@ def main() -> None:
                 r[f"{verb}_p50_ms"],
                 r[f"{verb}_p99_ms"],
                 r[f"{verb}_requests_per_s"],
-                r[f"{verb}_inprocess_p50_ms"],
-                r["healthz_p50_ms"],
+                f"{r[f'{verb}_inprocess_p50_ms']:.3f}/{r[f'{verb}_inprocess_p99_ms']:.3f}",
+                f"{r[f'{verb}_inprocess_struct_p50_ms']:.3f}/"
+                f"{r[f'{verb}_inprocess_struct_p99_ms']:.3f}",
             )
-            print("{:>6} {:<11} {:>8.3f} {:>8.3f} {:>8.0f} {:>12.3f} {:>12.3f}".format(*cells))
+            churned = (
+                f"{r[f'churn_{verb}_p50_ms']:.3f}/{r[f'churn_{verb}_p99_ms']:.3f}"
+                if f"churn_{verb}_p50_ms" in r
+                else "-"
+            )
+            print("{:>6} {:<11} {:>8.3f} {:>8.3f} {:>8.0f} {:>16} {:>16}".format(*cells), churned)
+            print(
+                f"  {verb} in-process CPU p50: wire {r[f'{verb}_inprocess_cpu_p50_ms']:.3f} ms,"
+                f" struct {r[f'{verb}_inprocess_struct_cpu_p50_ms']:.3f} ms"
+            )
+        print(f"healthz p50 {r['healthz_p50_ms']:.3f} ms at {r['nodes']} nodes")
     print("budget (DESIGN.md §5): filter/prioritize p99 <= 2 ms at 5,000 nodes on one core")
     print(json.dumps({"bench": "verbs", "results": results}))
 

@@ -38,8 +38,8 @@ from pyextender.api.extender import (
     ExtenderArgs,
     ExtenderBindingArgs,
     ExtenderPreemptionArgs,
-    HostPriority,
 )
+from pyextender.server.extender_wire import ExtenderArgsWire
 from pyextender.server.verbs import BadRequest, Extender
 
 log = logging.getLogger(__name__)
@@ -80,10 +80,10 @@ _VERBS = ("filter", "prioritize", "preempt", "bind")
 
 
 _args_decoder = msgspec.json.Decoder(ExtenderArgs)
+_wire_decoder = msgspec.json.Decoder(ExtenderArgsWire)
 _bind_decoder = msgspec.json.Decoder(ExtenderBindingArgs)
 _preempt_decoder = msgspec.json.Decoder(ExtenderPreemptionArgs)
 _encoder = msgspec.json.Encoder()
-_priorities = msgspec.json.Encoder()
 
 
 def _decode(decoder: msgspec.json.Decoder[Any], body: bytes, verb: str) -> Any:
@@ -175,11 +175,14 @@ class ExtenderApp:
 
     async def _dispatch(self, verb: str, body: bytes) -> bytes:
         ext = self.extender
-        if verb == "filter":
-            return _encoder.encode(ext.filter(_decode(_args_decoder, body, verb)))
-        if verb == "prioritize":
-            result: list[HostPriority] = ext.prioritize(_decode(_args_decoder, body, verb))
-            return _priorities.encode(result)
+        if verb in ("filter", "prioritize"):
+            wire = _decode(_wire_decoder, body, verb)
+            try:
+                return ext.filter_json(wire) if verb == "filter" else ext.prioritize_json(wire)
+            except msgspec.ValidationError:
+                # Pod or NodeNames has a wrong type: the full decoder names the path
+                _decode(_args_decoder, body, verb)
+                raise
         if verb == "preempt":
             return _encoder.encode(await ext.preempt(_decode(_preempt_decoder, body, verb)))
         return _encoder.encode(await ext.bind(_decode(_bind_decoder, body, verb)))

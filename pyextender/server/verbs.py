@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -36,17 +37,29 @@ from pyextender.api.extender import (
 from pyextender.api.names import BATCH_RESOURCE, GPU_INDEX_ANNOTATION
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict
 from pyextender.cache.cluster import ClusterCache
-from pyextender.framework.interfaces import MAX_NODE_SCORE, PodContext
+from pyextender.framework.interfaces import MAX_NODE_SCORE, IntArray, PodContext
 from pyextender.framework.runtime import Profile
 from pyextender.framework.session import Session
 from pyextender.framework.status import Code
 from pyextender.plugins.gpu_share import choose_gpus
 from pyextender.server.barrier import GangBarrier
 from pyextender.server.binder import BindConflict, Binder
+from pyextender.server.extender_wire import (
+    ExtenderArgsWire,
+    RowRecords,
+    decode_names,
+    decode_pod,
+    host_scores,
+    name_list,
+    reason_map,
+    unknown_failed,
+    unknown_scores,
+)
 from pyextender.server.metrics import Metrics
 from pyextender.server.threads import API_THREADS
 
 log = logging.getLogger(__name__)
+_encode = msgspec.json.Encoder().encode
 
 # plain ints: comparing numpy arrays with IntEnum members is slow per element
 _SUCCESS = int(Code.SUCCESS)
@@ -118,6 +131,14 @@ class Extender:
         """Builds a session (off the event loop) for preempt proposals; None passes
         them through."""
         self.decisions: deque[dict[str, Any]] = deque(maxlen=DECISION_LOG_SIZE)
+        # Wire-path memory (filter_json / prioritize_json): the last Pod bytes and
+        # what they decoded to; the last NodeNames bytes with their row mapping
+        # (valid while the node set is the same); names pre-encoded per row.
+        self._last_pod: tuple[bytes, PodInfo] | None = None
+        self._last_names: (
+            tuple[bytes, object, int, tuple[IntArray, list[str], list[str]]] | None
+        ) = None
+        self._records: RowRecords | None = None
 
     def _decide(self, pod: str, verb: str, **what: Any) -> None:
         self.decisions.append({"time": time.time(), "pod": pod, "verb": verb, **what})
@@ -199,6 +220,103 @@ class Extender:
             )
         out.extend(HostPriority(Host=n, Score=0) for n in unknown)
         return out
+
+    # -- wire path: the same verbs from raw JSON to reply bytes (http.py) ---------
+    def _wire_args(self, wire: ExtenderArgsWire) -> ExtenderArgs:
+        return ExtenderArgs(
+            Pod=decode_pod(bytes(wire.Pod)),
+            Nodes=wire.Nodes,
+            NodeNames=decode_names(bytes(wire.NodeNames)),
+        )
+
+    def _wire_inputs(
+        self, wire: ExtenderArgsWire
+    ) -> tuple[PodInfo, IntArray, list[str], list[str], RowRecords] | None:
+        """(pod, rows, known names, unknown names, row records); None when the
+        struct path must answer (node objects sent instead of names, or not our pod).
+        Raises msgspec.ValidationError when Pod or NodeNames has a wrong type."""
+        if wire.Nodes is not None:
+            return None
+        state = self.cache.state
+        names_raw = bytes(wire.NodeNames)
+        last = self._last_names
+        if (
+            last is not None
+            and last[1] is state
+            and last[2] == state.node_generation
+            and last[0] == names_raw
+        ):
+            rows, known, unknown = last[3]
+        else:
+            rows, known, unknown = state.rows_of(decode_names(names_raw) or [])
+            self._last_names = (names_raw, state, state.node_generation, (rows, known, unknown))
+        # the names are decoded first: a wrong type there is a 400 even without a Pod
+        pod_raw = bytes(wire.Pod)
+        last_pod = self._last_pod
+        if last_pod is not None and last_pod[0] == pod_raw:
+            pod = last_pod[1]
+        else:
+            pod = self._pod(decode_pod(pod_raw))
+            self._last_pod = (pod_raw, pod)
+        if not self._ours(pod):
+            return None
+        records = self._records
+        if records is None or not records.current(state):
+            records = self._records = RowRecords.build(state)
+        return pod, rows, known, unknown, records
+
+    def filter_json(self, wire: ExtenderArgsWire) -> bytes:
+        """filter, from the request's raw fields to the reply's bytes."""
+        got = self._wire_inputs(wire)
+        if got is None:
+            return _encode(self.filter(self._wire_args(wire)))
+        pod, rows, _, unknown, records = got
+        outcome = self.profile.filter(self._context(pod), rows)
+        codes = outcome.codes
+        table = outcome.table
+        ridx = outcome.reason_idx
+        quoted = records.quoted[rows]
+        ok = codes == _SUCCESS
+        unsched = codes == _UNSCHEDULABLE
+        unres = codes == _UNRESOLVABLE
+        used = np.flatnonzero(np.bincount(ridx, minlength=len(table)))
+        self._decide(
+            pod.key,
+            "filter",
+            feasible=int(np.count_nonzero(ok)),
+            failed=len(unknown) + int(np.count_nonzero(unsched)),
+            unresolvable=int(np.count_nonzero(unres)),
+            reasons=sorted({table[r] for r in used.tolist() if r}),
+        )
+        return b"".join(
+            (
+                b'{"Nodes":null,"NodeNames":',
+                name_list(quoted[ok]),
+                b',"FailedNodes":',
+                reason_map(
+                    quoted[unsched], ridx[unsched], table, unknown_failed(unknown, NOT_IN_CACHE)
+                ),
+                b',"FailedAndUnresolvableNodes":',
+                reason_map(quoted[unres], ridx[unres], table, b""),
+                b',"Error":""}',
+            )
+        )
+
+    def prioritize_json(self, wire: ExtenderArgsWire) -> bytes:
+        """prioritize, from the request's raw fields to the reply's bytes."""
+        got = self._wire_inputs(wire)
+        if got is None:
+            return _encode(self.prioritize(self._wire_args(wire)))
+        pod, rows, known, unknown, records = got
+        scores = self.profile.score(self._context(pod), rows)
+        # 0..100 -> 0..10, rounded to nearest
+        ext = np.rint(scores * (MAX_EXTENDER_PRIORITY / MAX_NODE_SCORE)).astype(np.int64)
+        if known:
+            best = int(ext.argmax())
+            self._decide(
+                pod.key, "prioritize", best=known[best], score=int(ext[best]), nodes=len(known)
+            )
+        return host_scores(records.hosts[rows], ext, unknown_scores(unknown))
 
     async def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
         """kube-scheduler's victim proposals, minus the nodes our rules forbid.

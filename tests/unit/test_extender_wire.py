@@ -1,0 +1,137 @@
+"""The wire path of filter/prioritize (reply bytes written from arrays) answers
+exactly what the struct path answers, and its memories follow cache changes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+
+from pyextender.api.extender import ExtenderArgs
+from pyextender.cache.cluster import ClusterCache
+from pyextender.framework.runtime import build_profile
+from pyextender.plugins.defaults import load, plugins_of
+from pyextender.server.extender_wire import ExtenderArgsWire
+from pyextender.server.metrics import Metrics
+from pyextender.server.verbs import Extender
+
+_wire = msgspec.json.Decoder(ExtenderArgsWire)
+_args = msgspec.json.Decoder(ExtenderArgs)
+_enc = msgspec.json.Encoder()
+
+
+def _node(name: str, gpus: int, cordoned: bool = False) -> dict[str, Any]:
+    alloc = {"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    return {
+        "metadata": {"name": name},
+        "spec": {"unschedulable": cordoned},
+        "status": {"allocatable": alloc},
+    }
+
+
+def _pod(name: str, gpus: int, node: str | None = None, cpu: str = "1") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+        "spec": {
+            "schedulerName": "volcano",
+            "nodeName": node,
+            "containers": [
+                {"name": "c", "resources": {"requests": {"cpu": cpu, "nvidia.com/gpu": str(gpus)}}}
+            ],
+        },
+        "status": {"phase": "Running" if node else "Pending"},
+    }
+
+
+def _cluster(seed: int, n: int) -> tuple[Extender, list[str]]:
+    rng = np.random.default_rng(seed)
+    cache = ClusterCache()
+    # names of different lengths, so records are padded differently
+    names = [f"n{i}" + "x" * int(rng.integers(0, 12)) for i in range(n)]
+    sizes = [int(rng.choice([0, 2, 4, 8])) for _ in names]
+    cache.replace_nodes(
+        [
+            _node(nm, g, cordoned=bool(rng.random() < 0.1))
+            for nm, g in zip(names, sizes, strict=True)
+        ]
+    )
+    cache.replace_pods(
+        [
+            _pod(f"r{i}", int(rng.integers(0, g + 1)), nm)
+            for i, (nm, g) in enumerate(zip(names, sizes, strict=True))
+            if g
+        ]
+    )
+    metrics = Metrics()
+    ext = Extender(cache, build_profile(plugins_of(load(None))), None, metrics)  # type: ignore[arg-type]
+    return ext, names
+
+
+def _both(ext: Extender, verb: str, body: bytes) -> tuple[Any, Any]:
+    """(struct path reply, wire path reply), both decoded from their JSON."""
+    if verb == "filter":
+        slow = _enc.encode(ext.filter(_args.decode(body)))
+        fast = ext.filter_json(_wire.decode(body))
+    else:
+        slow = _enc.encode(ext.prioritize(_args.decode(body)))
+        fast = ext.prioritize_json(_wire.decode(body))
+    return json.loads(slow), json.loads(fast)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+def test_wire_reply_equals_struct_reply(seed: int, verb: str) -> None:
+    ext, names = _cluster(seed, 60)
+    rng = np.random.default_rng(100 + seed)
+    cands = [names[i] for i in rng.permutation(len(names))[:40]] + ["ghost-a", "ghost-bb"]
+    for gpus in (0, 1, 4, 8, 16):
+        body = json.dumps({"Pod": _pod("p", gpus), "NodeNames": cands}).encode()
+        slow, fast = _both(ext, verb, body)
+        assert fast == slow
+        if verb == "filter":
+            # every verdict kind appears in at least one of these cases
+            assert set(fast) == {
+                "Nodes",
+                "NodeNames",
+                "FailedNodes",
+                "FailedAndUnresolvableNodes",
+                "Error",
+            }
+
+
+def test_empty_and_absent_lists() -> None:
+    ext, _ = _cluster(1, 5)
+    for names in ([], None, ["ghost"]):
+        body = json.dumps({"Pod": _pod("p", 1), "NodeNames": names}).encode()
+        for verb in ("filter", "prioritize"):
+            slow, fast = _both(ext, verb, body)
+            assert fast == slow
+
+
+def test_memories_follow_the_cache() -> None:
+    """The same request bytes, sent again after the cache changed, see the change."""
+    ext, names = _cluster(2, 3)
+    cands = [*names, "late"]
+    body = json.dumps({"Pod": _pod("p", 8), "NodeNames": cands}).encode()
+    first = json.loads(ext.filter_json(_wire.decode(body)))
+    assert "late" in first["FailedNodes"]
+    ext.cache.node_event("ADDED", _node("late", 8))
+    second = json.loads(ext.filter_json(_wire.decode(body)))
+    assert "late" in second["NodeNames"]
+    scores = json.loads(ext.prioritize_json(_wire.decode(body)))
+    assert "late" in {h["Host"] for h in scores}
+    # a pod bound to the new node (no node added: only usage changes) makes it fail
+    ext.cache.pod_event("ADDED", _pod("hog", 8, "late"))
+    third = json.loads(ext.filter_json(_wire.decode(body)))
+    assert "late" not in third["NodeNames"] and "late" in third["FailedNodes"]
+
+
+def test_wrong_types_raise_validation_errors() -> None:
+    ext, _ = _cluster(3, 2)
+    with pytest.raises(msgspec.ValidationError):
+        ext.filter_json(_wire.decode(b'{"Pod": 5, "NodeNames": []}'))
+    with pytest.raises(msgspec.ValidationError):
+        ext.prioritize_json(_wire.decode(b'{"NodeNames": ["a", 3]}'))
