@@ -56,10 +56,25 @@ def fgd_loops(
     cpu_fed: int,  # 1: count the GPU milli the free CPU cannot feed as fragmented (see doc)
     cnt: I64,  # scratch [M]
     low: I64,  # scratch [M]
+    per_u: I64,  # scratch [4M]: class -> distinct milli index, distinct milli, cnt and low of each
     out_before: I64,  # [n] W_n before
     out_delta: I64,  # [n] best Δ, NO_FIT when the pod does not fit
     out_gpu: I32,  # [n] GPU of the best Δ for a sharing pod, else -1
 ) -> None:
+    # classes share few distinct milli values (35 openb-like classes: ~9): the GPU
+    # scan below runs once per distinct value, not once per class
+    n_u = 0
+    for m in range(m_count):
+        f = -1
+        for q in range(n_u):
+            if per_u[m_count + q] == cls_milli[m]:
+                f = q
+                break
+        if f < 0:
+            f = n_u
+            per_u[m_count + f] = cls_milli[m]
+            n_u += 1
+        per_u[m] = f
     for i in range(n):
         base = i * stride
         ng = count[i]
@@ -69,8 +84,8 @@ def fgd_loops(
         for j in range(ng):
             total += free_milli[base + j]
         # per class: GPUs that fit u_m, and free milli on GPUs that do not
-        for m in range(m_count):
-            u = cls_milli[m]
+        for q in range(n_u):
+            u = per_u[m_count + q]
             a = 0
             b = 0
             for j in range(ng):
@@ -79,8 +94,12 @@ def fgd_loops(
                     a += 1
                 else:
                     b += g
-            cnt[m] = a
-            low[m] = b
+            per_u[2 * m_count + q] = a
+            per_u[3 * m_count + q] = b
+        for m in range(m_count):
+            q = per_u[m]
+            cnt[m] = per_u[2 * m_count + q]
+            low[m] = per_u[3 * m_count + q]
         before = 0
         for m in range(m_count):
             ok = cls_num[m] > 0 and c >= cls_cpu[m] and cnt[m] >= cls_num[m]
@@ -237,7 +256,7 @@ def _run(
         m, classes.cpu, classes.milli, classes.num, classes.model_mask, classes.weight,
         int(req_cpu), np.ascontiguousarray(req_milli, dtype=np.int64), int(req_num),
         int(cpu_fed),
-        np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64),
+        np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64), np.empty(4 * m, dtype=np.int64),
     )  # fmt: skip
     if kernel is None:
         lists = [a.tolist() if isinstance(a, np.ndarray) else a for a in args]
