@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from pyextender.actions.allocate import admit_all_pending, allocate
 from pyextender.actions.decisions import Decisions
-from pyextender.actions.enqueue import account_admitted, admitted, enqueue
+from pyextender.actions.enqueue import account_admitted, admitted, awaiting_members, enqueue
 from pyextender.actions.evict import preempt, reclaim
 from pyextender.actions.reservation import reserve
 from pyextender.framework.session import Session
@@ -43,6 +43,11 @@ def run_cycle(
     if sla or "reservation" in actions:
         decisions.reservations = reserve(ssn, decisions.starving)
     admitting = {j.key for j in decisions.admit}
+    # A group enqueue has not judged yet (its pods are on their way) is written
+    # Pending only if it still waits once judged: most are admitted in the next
+    # cycle, and the write (one of ~7 API writes per single-pod gang on this path)
+    # would only be overwritten by Inqueue.
+    waits_for_pods = "enqueue" in actions
     decisions.pending = [
         j
         for j in ssn.jobs.values()
@@ -50,5 +55,6 @@ def run_cycle(
         and not j.group.phase_written
         and not admitted(j)
         and j.key not in admitting
+        and not (waits_for_pods and awaiting_members(ssn, j))
     ]
     return decisions

@@ -53,6 +53,12 @@ def assembling(ssn: Session, job: Job) -> bool:
     return len(job.tasks) < job.min_member and ssn.now - job.created < ASSEMBLY_GRACE_S
 
 
+def awaiting_members(ssn: Session, job: Job) -> bool:
+    """Not judged yet: a PodGroup without minResources whose pods are still being
+    created (its minimum is its members' requests, see ``_admit_on_limits``)."""
+    return job.group is not None and not job.group.min_resources and assembling(ssn, job)
+
+
 def allowed_rows(
     ssn: Session, job: Job, request: IntArray, backfill: bool
 ) -> npt.NDArray[np.bool_]:
@@ -186,7 +192,7 @@ def enqueue(
 
 def _admit_on_limits(ssn: Session, decisions: Decisions, job: Job, backfill: bool) -> None:
     """Volcano's enqueue: queue and cluster limits on the job's minimum, no pods needed."""
-    if job.group is not None and not job.group.min_resources and assembling(ssn, job):
+    if awaiting_members(ssn, job):
         # Without minResources the minimum is its members' requests: admitted while
         # its controller is still creating them, it would be checked against (and
         # hold) only part of it, and be Inqueue in a queue it does not fit. Volcano

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from pyextender.actions.enqueue import ASSEMBLY_GRACE_S
 from pyextender.framework.action_args import EnqueueArgs, require_fit
 from tests.unit.batch_fixtures import World
 
@@ -110,6 +111,22 @@ def test_pending_is_written_for_groups_without_a_phase() -> None:
     d = w.cycle()
     assert [j.key for j in d.pending] == ["t/new"]  # "fits" is admitted instead
     assert [j.key for j in d.admit] == ["t/fits"]
+
+
+def test_a_group_waiting_for_its_pods_is_written_pending_only_once_judged() -> None:
+    """Without minResources a PodGroup is judged on its members' requests once they
+    exist: seen before its pods (the usual order), it is not written Pending (it is
+    mostly admitted a cycle later, and the write would be overwritten); if its pods
+    never come, it is judged (and admitted, as Volcano does) once the grace is over."""
+    w = World(nodes=1, gpus=8)
+    _group(w, "early", 1, None)
+    _group(w, "sized", 1, None, minResources={"nvidia.com/gpu": "100"})
+    d = w.cycle(now=CREATED + 1)
+    assert [j.key for j in d.pending] == ["t/sized"]  # judged at once: too big
+    assert d.admit == []
+    d = w.cycle(now=CREATED + ASSEMBLY_GRACE_S + 1)
+    assert [j.key for j in d.admit] == ["t/early"]
+    assert [j.key for j in d.pending] == ["t/sized"]
 
 
 def test_without_enqueue_allocate_admits_and_lifts() -> None:
