@@ -24,8 +24,10 @@ from pyextender.api.client import CONNECT_TIMEOUT_S
 log = logging.getLogger(__name__)
 
 ListFn = Callable[..., Any]
-OnReplace = Callable[[list[dict[str, Any]]], None]
+OnReplace = Callable[[list[Any]], None]
 OnEvent = Callable[[str, dict[str, Any]], None]
+Convert = Callable[[list[dict[str, Any]]], list[Any]]
+"""Turns one LIST page's decoded objects into what on_replace takes."""
 
 PAGE_SIZE = 1000
 WATCH_TIMEOUT_S = 240
@@ -71,8 +73,14 @@ class Informer:
         on_replace: OnReplace,
         on_event: OnEvent,
         on_relist: Callable[[], None] | None = None,
+        convert: Convert | None = None,
     ) -> None:
         self.kind = kind
+        self.convert = convert
+        """Applied to each LIST page in this thread, so a page's decoded dicts are
+        garbage before the next page is decoded. Holding all of them until the
+        end cost ~8 KB per pod (100,000 pods: ~0.9 GB at start-up, and RSS stayed
+        there: the freed arenas were pinned by the strings the cache kept)."""
         self.list_fn = list_fn
         self.loop = loop
         self.on_replace = on_replace
@@ -110,7 +118,9 @@ class Informer:
             resp = self.list_fn(**kwargs)
             doc = self._decoder.decode(resp.data)
             self.last_contact = time.monotonic()
-            items.extend(doc.get("items") or [])
+            page = doc.get("items") or []
+            items.extend(page if self.convert is None else self.convert(page))
+            del page
             meta = doc.get("metadata") or {}
             cont = meta.get("continue")
             if not cont:

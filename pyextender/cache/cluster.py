@@ -266,15 +266,32 @@ class ClusterCache:
             # unbound again (should not happen); stop counting it
             self.state.remove_pod(pod.uid)
 
-    def replace_pods(self, items: Iterable[Mapping[str, Any]]) -> None:
+    @staticmethod
+    def pods_of_page(items: list[dict[str, Any]]) -> list[Any]:
+        """PodInfo of one LIST page (the informer runs this in its thread, page by
+        page, so the page's dicts go before the next is decoded); bad pods are
+        logged and left out."""
+        pods: list[Any] = []
+        for obj in items:
+            try:
+                pods.append(pod_from_dict(obj))
+            except ObjectError as exc:
+                log.warning("ignoring pod in list: %s", exc)
+        return pods
+
+    def replace_pods(self, items: Iterable[Mapping[str, Any] | PodInfo]) -> None:
+        """The pods of a LIST, as documents or already converted (pods_of_page)."""
         seen: set[str] = set()
         self.succeeded.clear()  # rebuilt from the list below
         for obj in items:
-            try:
-                pod = pod_from_dict(obj)
-            except ObjectError as exc:
-                log.warning("ignoring pod in list: %s", exc)
-                continue
+            if isinstance(obj, PodInfo):
+                pod = obj
+            else:
+                try:
+                    pod = pod_from_dict(obj)
+                except ObjectError as exc:
+                    log.warning("ignoring pod in list: %s", exc)
+                    continue
             seen.add(pod.uid)
             self._apply_pod("ADDED", pod)
         for uid, rec in list(self.state.pods.items()):

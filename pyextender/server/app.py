@@ -205,7 +205,12 @@ async def serve(opts: ServeOptions) -> int:
     informers = [
         Informer("nodes", core.list_node, loop, cache.replace_nodes, cache.node_event),
         Informer(
-            "pods", core.list_pod_for_all_namespaces, loop, cache.replace_pods, cache.pod_event
+            "pods",
+            core.list_pod_for_all_namespaces,
+            loop,
+            cache.replace_pods,
+            cache.pod_event,
+            convert=cache.pods_of_page,
         ),
         Informer(
             "podgroups",
