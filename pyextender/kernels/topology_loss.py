@@ -313,6 +313,7 @@ class TopologyKernel:
 
     def forget(self) -> None:
         self._spare.extend(bank.memo for bank in self._banks.values())
+        del self._spare[:-MEMO_BANKS]  # bounded: spares of layouts gone are dropped
         self._banks.clear()
 
     def _bank(
@@ -334,6 +335,7 @@ class TopologyKernel:
             size = layouts.memo_size
             if len(self._banks) >= MEMO_BANKS:
                 self._spare.append(self._banks.pop(next(iter(self._banks))).memo)
+                del self._spare[:-MEMO_BANKS]
             memo = next((m for m in self._spare if m[0].shape[0] == size), None)
             if memo is None:
                 memo = _new_memo(size)

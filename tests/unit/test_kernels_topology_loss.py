@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyextender.kernels.topology_loss import (
+    MEMO_BANKS,
     Layouts,
     TopologyKernel,
     topology_numpy,
@@ -132,3 +133,23 @@ def test_sixteen_gpu_layouts_and_reused_buffers_match_the_reference() -> None:
             assert np.array_equal(fast.score, ref.score)
             masks, layout = masks[::-1].copy(), layout[::-1].copy()  # in other order
         kern.forget()
+
+
+def test_spare_buffers_of_other_layouts_are_skipped_and_bounded() -> None:
+    """Spare memos of different sizes coexist (a changed layout set): the right one is taken
+    by identity (list.remove compared arrays and raised), and spares stay bounded."""
+    kern = TopologyKernel()
+    sizes, weights = np.asarray([1, 2], np.int64), np.asarray([1, 1], np.int64)
+    masks = np.asarray([0b1111, 0b0011], np.int64)
+    layout = np.zeros(2, np.int32)
+    for width in (4, 3, 2, 4, 3, 2):
+        count = np.asarray([width], np.int32)
+        dom = np.zeros((1, STRIDE), np.int32)
+        layouts = Layouts(count, dom)
+        for k in range(1, 12):  # more requests than banks: evictions feed the spares
+            fast = kern.run(masks, layout, layouts, k, sizes, weights)
+            ref = topology_numpy(masks, layout, layouts, k, sizes, weights)
+            assert np.array_equal(fast.score, ref.score)
+            assert np.array_equal(fast.mask, ref.mask)
+        kern.forget()
+        assert len(kern._spare) <= MEMO_BANKS
