@@ -60,6 +60,8 @@ BACKOFF_S = 0.1
 """First retry delay (seconds); doubles per attempt, with +-50 % jitter."""
 TRANSIENT = frozenset({429, 500, 502, 503, 504})
 """HTTP statuses worth trying again as they are (the API server is busy or restarting)."""
+PHASE_WRITES = frozenset({"admit", "pending"})
+"""Status writes that set a PodGroup's phase (``_patch_group_status``'s ``what``)."""
 
 Allowed = Callable[[], bool]
 
@@ -99,9 +101,10 @@ class Actuator:
         self.said: dict[str, tuple[str, float]] = {}
         """job key -> (last Unschedulable message written, when): no repeats, and at
         most one write per CONDITION_INTERVAL_S while a reason keeps changing."""
-        self.ours: dict[str, tuple[frozenset[str], str]] = {}
+        self.ours: dict[str, tuple[frozenset[str], str, bool]] = {}
         """PodGroup key -> (resourceVersions our own status writes replaced, the one
-        the last of them produced). See ``_patch_group_status``."""
+        the last of them produced, whether one of them admitted the gang). See
+        ``_patch_group_status``."""
         self._group_locks: dict[str, asyncio.Lock] = {}
         """PodGroup key -> held while a status write to it is in flight."""
 
@@ -220,7 +223,14 @@ class Actuator:
         one it replaced; if anyone else wrote since, it is stale too and still 409s.
         Writes to one PodGroup go one at a time for this (the Pending write is often
         still in flight when the next cycle admits): each waits for the version the
-        one before it produced."""
+        one before it produced.
+
+        A phase write (admit, pending) never rides over our own admission: a
+        decision made on a version from before it did not see the gang admitted
+        (the watch lagged longer than the loop remembers its admissions, or a new
+        leadership term started from a stale cache); admitting again would repeat
+        the Enqueued event and writing Pending would undo the admission. It is sent
+        on its own version and fails (409)."""
         key = f"{namespace}/{name}"
         lock = self._group_locks.setdefault(key, asyncio.Lock())
         async with lock:
@@ -231,8 +241,9 @@ class Actuator:
     ) -> None:
         namespace, _, name = key.partition("/")
         based_on = resource_version
-        replaced, latest = self.ours.get(key, (frozenset(), ""))
-        if resource_version and resource_version in replaced:
+        replaced, latest, admitted = self.ours.get(key, (frozenset(), "", False))
+        phase_write = what in PHASE_WRITES
+        if resource_version and resource_version in replaced and not (phase_write and admitted):
             resource_version = latest
         body: dict[str, Any] = {"status": status}
         if resource_version:
@@ -252,8 +263,15 @@ class Actuator:
         )
         produced = _resource_version(body_of(resp))
         if based_on and produced:
-            chain = replaced if based_on in replaced else frozenset()
-            self.ours[key] = (chain | {based_on, resource_version}, produced)
+            if based_on in replaced:
+                chain, admitted_before = replaced, admitted
+            else:
+                chain, admitted_before = frozenset(), False
+            self.ours[key] = (
+                chain | {based_on, resource_version},
+                produced,
+                admitted_before or what == "admit",
+            )
 
     # -- admission -------------------------------------------------------------
     async def _admit(self, job: Job, allowed: Allowed, out: Applied) -> bool:
@@ -317,6 +335,9 @@ class Actuator:
         """
         for task in list(self._background):
             task.cancel()
+        # the next term decides from what the API server says: none of this term's
+        # writes may stand in for the version a decision was made on
+        self.ours.clear()
 
     def _later(self, work: Coroutine[Any, Any, None]) -> None:
         """Run a condition write without waiting: a slow write must not hold a gate."""

@@ -333,8 +333,34 @@ def test_a_version_only_our_own_write_replaced_is_not_a_conflict() -> None:
     asyncio.run(act._unschedulable("ns/g", "why not", _group("10"), lambda: True))
     assert api.ops(op)[-1][0][-1]["metadata"] == {"resourceVersion": "10"}
     # and from there on 7, 8 and 9 are no longer known as ours
-    assert act.ours["ns/g"] == (frozenset({"10"}), "12")
+    assert act.ours["ns/g"] == (frozenset({"10"}), "12", False)
     act.forget(set())
+    assert act.ours == {}
+
+
+def test_a_phase_write_never_rides_over_our_own_admission() -> None:
+    """Our admission replaced 7 with 8. A cycle that still sees 7 (the watch lags
+    longer than the loop remembers the admission, or a new term began) must not
+    admit again (a second Enqueued event) nor write Pending over Inqueue: both go
+    on 7 and fail (409). A condition write still goes on 8. A new leadership term
+    forgets the chain entirely."""
+    act, api, _ = _actuator()
+    op = "patch_namespaced_custom_object_status"
+    api.replies[op] = [_rv("8"), _rv("9")]
+    job = _job(_group("7"), [_pod("a")])
+    out = asyncio.run(act.apply(Decisions(admit=[job])))
+    assert not out.failed_admissions
+    api.script[op] = [ApiException(status=409), ApiException(status=409)]
+    out = asyncio.run(act.apply(Decisions(admit=[job])))
+    assert out.failed_admissions == ["uid-g"]
+    out = asyncio.run(act.apply(Decisions(pending=[job])))
+    assert out.failed_pending == ["uid-g"]
+    sent = [args[-1]["metadata"]["resourceVersion"] for args, _ in api.ops(op)]
+    assert sent == ["7", "7", "7"]
+    asyncio.run(act._unschedulable("ns/g", "why", _group("7"), lambda: True))
+    assert api.ops(op)[-1][0][-1]["metadata"] == {"resourceVersion": "8"}
+    assert act.ours["ns/g"][2] is True
+    act.cancel_background()
     assert act.ours == {}
 
 
