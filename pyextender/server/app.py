@@ -33,6 +33,7 @@ from pyextender.server.barrier import DEFAULT_TIMEOUT_S, GangBarrier
 from pyextender.server.binder import ApiBinder
 from pyextender.server.config_events import post_config_event
 from pyextender.server.grpc_annotate import PodAnnotator
+from pyextender.server.grpc_permit import DEFAULT_MAX_WAIT_S
 from pyextender.server.grpc_server import GrpcOptions, GrpcServer
 from pyextender.server.grpc_service import SchedulerService
 from pyextender.server.http import ExtenderApp, ExtenderTLS
@@ -77,7 +78,10 @@ class ServeOptions:
     """Its port; 0: no second server (the probes are on the extender port anyway)."""
     gang_timeout: float = DEFAULT_TIMEOUT_S
     """Seconds a gang member's bind waits for the rest of its gang (framework mode:
-    how long it waits in Permit)."""
+    the stall window, a gang waiting in Permit is rejected once no new member has
+    arrived for this long)."""
+    gang_max_wait: float = DEFAULT_MAX_WAIT_S
+    """Framework mode: cap on a gang's whole wait in Permit, seconds."""
     grpc: GrpcOptions = field(default_factory=GrpcOptions)
     tls: ExtenderTLS = field(default_factory=lambda: ExtenderTLS())
     """Optional HTTPS (and client certificates) on the extender port."""
@@ -317,7 +321,9 @@ async def serve(opts: ServeOptions) -> int:
     grpc_server: GrpcServer | None = None
     if opts.grpc.enabled:
         # the same Extender: one cache, profile and decision log for both front ends
-        service = SchedulerService(extender, opts.gang_timeout, PodAnnotator(api))
+        service = SchedulerService(
+            extender, opts.gang_timeout, PodAnnotator(api), opts.gang_max_wait
+        )
         grpc_server = GrpcServer(service, opts.grpc, ready)
         await grpc_server.start()
     config = uvicorn.Config(

@@ -6,6 +6,13 @@ us, member by member, whether the gang is ready. A member counts when it is
 bound, reserved here, or waiting in the caller's Permit; the last case lets a
 restarted sidecar (whose reservations were in memory) still count members
 that kube-scheduler kept waiting.
+
+A gang waits as long as it makes progress: the Wait reply carries the stall
+window (--gang-timeout) and a cap on the whole wait (--gang-max-wait), and the
+shim rejects the gang's waiting members once no new member has reached Permit
+for the stall window, or once the cap has passed since its first member
+arrived. A fixed wait from the first member cannot work: kube-scheduler brings
+~15-20 pods/s to Permit, so a gang of 1,000 needs about a minute to assemble.
 """
 
 from __future__ import annotations
@@ -15,6 +22,14 @@ from dataclasses import dataclass
 
 from pyextender.api.objects import PodInfo
 from pyextender.cache.cluster import ClusterCache
+
+DEFAULT_MAX_WAIT_S = 600.0
+"""Cap on a gang's whole wait in Permit, seconds. Enough for a gang of ~9,000
+members at kube-scheduler's 15 pods/s, while a gang that trickles in holds its
+reserved capacity for at most 10 minutes."""
+FRAMEWORK_MAX_WAIT_S = 900.0
+"""kube-scheduler's own cap on a Permit wait (15 min, maxTimeout in
+pkg/scheduler/framework/runtime); --gang-max-wait may not exceed it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +45,11 @@ class Quorum:
     def reached(self) -> bool:
         return self.ready >= self.min_member
 
-    def reason(self, timeout_s: float) -> str:
+    def reason(self, stall_s: float, max_wait_s: float) -> str:
         return (
             f"gang {self.gang}: {self.ready}/{self.min_member} members reserved; "
-            f"waiting up to {timeout_s:.0f}s for the rest"
+            f"waiting while members keep arriving (rejected after {stall_s:g}s without "
+            f"a new one, or {max_wait_s:g}s in all)"
         )
 
 

@@ -31,7 +31,7 @@ from pyextender.framework.interfaces import MAX_NODE_SCORE
 from pyextender.framework.status import Code
 from pyextender.server.grpc_annotate import Annotator
 from pyextender.server.grpc_batch import Batch, BatchParser
-from pyextender.server.grpc_permit import quorum
+from pyextender.server.grpc_permit import DEFAULT_MAX_WAIT_S, quorum
 from pyextender.server.proto_gen.pyextender.v1 import scheduler_pb2 as pb
 from pyextender.server.threads import API_THREADS
 from pyextender.server.verbs import NOT_IN_CACHE, Extender
@@ -88,11 +88,18 @@ class SchedulerService:
     """Handlers of pyextender.v1.Scheduler over an Extender."""
 
     def __init__(
-        self, extender: Extender, gang_timeout: float, annotate: Annotator | None = None
+        self,
+        extender: Extender,
+        gang_timeout: float,
+        annotate: Annotator | None = None,
+        gang_max_wait: float = DEFAULT_MAX_WAIT_S,
     ) -> None:
         self.ext = extender
         self.gang_timeout = gang_timeout
-        """Seconds a gang member waits in Permit (the shim's WaitingPod timeout)."""
+        """Stall window, seconds: the shim rejects a gang waiting in Permit once no new
+        member has arrived for this long."""
+        self.gang_max_wait = gang_max_wait
+        """Cap on a gang's whole wait in Permit, seconds, from its first waiting member."""
         self.annotate = annotate
         """Writes the GPU indices chosen at Reserve onto the pod at PreBind; None: not written."""
         self.recent: OrderedDict[str, PodInfo] = OrderedDict()
@@ -277,7 +284,7 @@ class SchedulerService:
         if q.reached:
             status, why = _OK, ""
         else:
-            why = q.reason(self.gang_timeout)
+            why = q.reason(self.gang_timeout, self.gang_max_wait)
             status = _status(pb.WAIT, why)
         self.ext._decide(
             pod.key,
@@ -291,6 +298,7 @@ class SchedulerService:
         resp = pb.PermitResponse(status=status, gang=q.gang, ready=q.ready, min_member=q.min_member)
         if not q.reached:
             resp.timeout.FromNanoseconds(int(self.gang_timeout * 1e9))
+            resp.max_wait.FromNanoseconds(int(self.gang_max_wait * 1e9))
         return resp
 
     async def pre_bind(self, req: Any, context: Any) -> Any:

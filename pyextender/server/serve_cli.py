@@ -96,8 +96,18 @@ def register(sub: Any) -> None:
         "--gang-timeout",
         type=float,
         default=20.0,
-        help="seconds a gang member's bind waits for minMember members (default %(default)s; "
-        "keep it below kube-scheduler's extender httpTimeout)",
+        help="extender mode: seconds a gang member's bind waits for minMember members (keep "
+        "it below kube-scheduler's extender httpTimeout). Framework mode: the stall window, a "
+        "gang waits in Permit while new members keep arriving and is rejected once none has "
+        "arrived for this long (default %(default)s)",
+    )
+    p.add_argument(
+        "--gang-max-wait",
+        type=float,
+        default=600.0,
+        help="framework mode: cap on a gang's whole wait in Permit, seconds from its first "
+        "waiting member, however steadily members arrive; at least --gang-timeout, at most "
+        "kube-scheduler's 900 (default %(default)s)",
     )
     p.add_argument(
         "--grpc-socket",
@@ -133,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
     from pyextender.framework.config import ConfigError
     from pyextender.plugins.defaults import load
     from pyextender.server.app import ServeOptions, serve
+    from pyextender.server.grpc_permit import FRAMEWORK_MAX_WAIT_S
     from pyextender.server.grpc_server import GrpcOptions
     from pyextender.server.http import ExtenderTLS
 
@@ -140,6 +151,13 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.retry_period < args.renew_deadline < args.lease_duration:
         print(
             "pyextender serve: need 0 < --retry-period < --renew-deadline < --lease-duration",
+            file=sys.stderr,
+        )
+        return 2
+    if not 0 < args.gang_timeout <= args.gang_max_wait <= FRAMEWORK_MAX_WAIT_S:
+        print(
+            "pyextender serve: need 0 < --gang-timeout <= --gang-max-wait <= "
+            f"{FRAMEWORK_MAX_WAIT_S:g} (kube-scheduler's cap on a Permit wait)",
             file=sys.stderr,
         )
         return 2
@@ -179,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
         renew_deadline_s=args.renew_deadline,
         retry_period_s=args.retry_period,
         gang_timeout=args.gang_timeout,
+        gang_max_wait=args.gang_max_wait,
         metrics_address=args.metrics_address,
         metrics_port=args.metrics_port,
         tls=ExtenderTLS(args.tls_cert_file, args.tls_key_file, args.client_ca_file),

@@ -11,16 +11,20 @@
 //
 // Permit is the gang barrier. The sidecar counts the gang's members (bound,
 // reserved, or waiting here) and answers allow or wait. On allow, every waiting
-// member of the gang is allowed at once. When a waiting member times out or is
-// unreserved, every other waiting member of its gang is rejected too, so a gang
-// binds whole or not at all. When the sidecar cannot be reached the pod fails
-// with a status that says so; a gang pod is never let through on a guess.
+// member of the gang is allowed at once. A gang waits while new members keep
+// reaching Permit (gangwait.go): once none has arrived for the sidecar's stall
+// window, or the gang has waited its cap, a watchdog rejects every waiting
+// member. When a waiting member times out or is unreserved, every other
+// waiting member of its gang is rejected too, so a gang binds whole or not at
+// all. When the sidecar cannot be reached the pod fails with a status that
+// says so; a gang pod is never let through on a guess.
 package plugin
 
 import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"time"
 
 	"google.golang.org/grpc"
@@ -62,11 +66,13 @@ type Args struct {
 
 // Pyextender implements the framework extension points by asking the sidecar.
 type Pyextender struct {
-	handle        fwk.Handle
+	waiting       waitingPods // the framework's pods held in Permit
 	client        pb.SchedulerClient
 	target        string
 	timeout       time.Duration
 	schedulerName string
+	gangWaits     *gangWaits
+	stopWatchdog  func()
 }
 
 var (
@@ -78,11 +84,13 @@ var (
 	_ fwk.PermitPlugin    = &Pyextender{}
 	_ fwk.PreBindPlugin   = &Pyextender{}
 	_ fwk.PostBindPlugin  = &Pyextender{}
+	_ io.Closer           = &Pyextender{}
 )
 
 // New builds the plugin from its args; the connection is made lazily by gRPC,
-// so a sidecar that starts later is found.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+// so a sidecar that starts later is found. The gang watchdog runs until ctx
+// (the scheduler's) is done or Close is called.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args := Args{}
 	if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
 		return nil, fmt.Errorf("%s args: %w", Name, err)
@@ -108,13 +116,16 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 	if err != nil {
 		return nil, fmt.Errorf("%s args.target %q: %w", Name, args.Target, err)
 	}
-	return &Pyextender{
-		handle:        h,
+	p := &Pyextender{
+		waiting:       h,
 		client:        pb.NewSchedulerClient(conn),
 		target:        args.Target,
 		timeout:       args.CallTimeout.Duration,
 		schedulerName: args.SchedulerName,
-	}, nil
+		gangWaits:     newGangWaits(time.Now),
+	}
+	p.startWatchdog(ctx, watchPeriod)
+	return p, nil
 }
 
 // Name implements fwk.Plugin.
@@ -298,7 +309,8 @@ func (p *Pyextender) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Po
 		return
 	}
 	gang := gangOf(pod)
-	n := rejectGang(p.handle, gang, Name, fmt.Sprintf("gang %s: member %s/%s was unreserved", gang, pod.Namespace, pod.Name))
+	p.gangWaits.end(gang)
+	n := rejectGang(p.waiting, gang, Name, fmt.Sprintf("gang %s: member %s/%s was unreserved", gang, pod.Namespace, pod.Name))
 	cctx, cancel := p.call(ctx)
 	defer cancel()
 	if _, err := p.client.Unreserve(cctx, &pb.UnreserveRequest{Pod: ref(pod), NodeName: nodeName}); err != nil {
@@ -321,21 +333,28 @@ func (p *Pyextender) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, 
 	reply, err := p.client.Permit(cctx, &pb.PermitRequest{
 		Pod:               ref(pod),
 		NodeName:          nodeName,
-		WaitingMemberUids: waitingMembers(p.handle, gang, pod.UID),
+		WaitingMemberUids: waitingMembers(p.waiting, gang, pod.UID),
 	})
 	if err != nil {
 		// never bind a gang member on a guess; Unreserve rejects the waiting rest
 		st := p.unreachable("Permit", err)
 		return fwk.NewStatus(fwk.Unschedulable, st.Message()), 0
 	}
-	st, wait := permitDecision(reply)
-	if st.IsSuccess() {
-		allowGang(p.handle, gang, Name)
+	st, stall := permitDecision(reply)
+	switch {
+	case st.IsSuccess():
+		p.gangWaits.end(gang)
+		allowGang(p.waiting, gang, Name)
+	case st.IsWait():
+		// the gang made progress: its stall window starts again; the framework's
+		// timeout is only a backstop beyond the cap
+		return st, p.gangWaits.arrive(gang, stall, reply.GetMaxWait().AsDuration(), reply.GetReady(), reply.GetMinMember())
 	}
-	return st, wait
+	return st, 0
 }
 
-// permitDecision translates the sidecar's Permit reply.
+// permitDecision translates the sidecar's Permit reply; with Wait, the
+// duration is the stall window.
 func permitDecision(reply *pb.PermitResponse) (*fwk.Status, time.Duration) {
 	switch code := reply.GetStatus().GetCode(); code {
 	case pb.Code_SUCCESS:

@@ -35,6 +35,7 @@ from pyextender.server.verbs import Extender
 from tests.unit.test_extender_app import FakeBinder, _node
 
 GANG_TIMEOUT = 7.0
+GANG_MAX_WAIT = 90.0
 
 
 def _pod(name: str, gpus: int, group: str = "", scheduler: str = "volcano") -> dict[str, Any]:
@@ -90,7 +91,7 @@ class Sidecar:
         self.annotated: list[tuple[str, str, str, dict[str, str]]] = []
         self.annotate_error: Exception | None = None
         self.server = GrpcServer(
-            SchedulerService(self.ext, GANG_TIMEOUT, self.annotate),
+            SchedulerService(self.ext, GANG_TIMEOUT, self.annotate, GANG_MAX_WAIT),
             GrpcOptions(socket=str(socket)),
             lambda: (self.ready, "test"),
         )
@@ -195,13 +196,19 @@ def test_permit_waits_for_min_member_then_allows(sc: Sidecar) -> None:
         assert (
             sc.stub.Reserve(pb.ReserveRequest(pod=_ref(f"g-{i}"), node_name="n8")).status.code == 0
         )
-    # reserved here: the first two wait (with the gang timeout), the third allows all
+    # reserved here: the first two wait, the third allows all
     sc.stub.Unreserve(pb.UnreserveRequest(pod=_ref("g-2"), node_name="n8"))
     first = sc.stub.Permit(pb.PermitRequest(pod=_ref("g-0"), node_name="n8"))
     assert first.status.code == pb.WAIT and first.gang == "ns/g"
     assert (first.ready, first.min_member) == (2, 3)
+    # the shim waits while members keep arriving: the stall window, and the cap
     assert first.timeout.ToNanoseconds() == int(GANG_TIMEOUT * 1e9)
-    assert first.status.reason.startswith("gang ns/g: 2/3 members reserved")
+    assert first.HasField("max_wait")
+    assert first.max_wait.ToNanoseconds() == int(GANG_MAX_WAIT * 1e9)
+    assert first.status.reason == (
+        "gang ns/g: 2/3 members reserved; waiting while members keep arriving "
+        "(rejected after 7s without a new one, or 90s in all)"
+    )
     sc.stub.Reserve(pb.ReserveRequest(pod=_ref("g-2"), node_name="n8"))
     last = sc.stub.Permit(pb.PermitRequest(pod=_ref("g-2"), node_name="n8"))
     assert last.status.code == pb.SUCCESS and last.ready == 3
@@ -219,6 +226,31 @@ def test_permit_counts_members_waiting_in_the_caller(sc: Sidecar) -> None:
         )
     )
     assert helped.status.code == pb.SUCCESS and helped.ready == 3
+
+
+@pytest.mark.parametrize(
+    ("flags", "ok"),
+    [
+        ([], True),  # 20 s stall window, 600 s cap
+        (["--gang-timeout", "30", "--gang-max-wait", "900"], True),
+        (["--gang-max-wait", "901"], False),  # beyond kube-scheduler's 15 min
+        (["--gang-timeout", "60", "--gang-max-wait", "30"], False),  # cap below the window
+        (["--gang-timeout", "0"], False),
+    ],
+)
+def test_serve_checks_the_gang_wait_flags(
+    flags: list[str], ok: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pyextender.cli import build_parser
+    from pyextender.server import serve_cli
+
+    # a bad --gpu-resource stops a valid command line right after the gang check
+    args = build_parser().parse_args(["serve", *flags, "--gpu-resource", "gpu"])
+    assert serve_cli.run(args) == 2
+    err = capsys.readouterr().err
+    assert ("--gang-timeout <= --gang-max-wait <= 900" in err) is not ok, err
+    if ok:
+        assert "--gpu-resource" in err
 
 
 def test_pods_without_a_gang_are_permitted_and_post_bind_is_recorded(sc: Sidecar) -> None:

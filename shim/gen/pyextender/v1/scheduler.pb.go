@@ -854,18 +854,25 @@ func (x *PermitRequest) GetWaitingMemberUids() []string {
 type PermitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// SUCCESS: allow this pod and every waiting member of `gang` now.
-	// WAIT: hold the pod for at most `timeout`; when it expires the shim rejects
-	// every waiting member of the gang (no partial gang binds).
+	// WAIT: hold the pod while the gang makes progress. The shim rejects every
+	// waiting member of the gang (no partial gang binds) once no new member has
+	// reached Permit for `timeout`, or once `max_wait` has passed since the
+	// gang's first waiting member arrived, whichever comes first.
 	// UNSCHEDULABLE: reject the pod, with the reason.
 	Status *Status `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
-	// How long to wait (WAIT only).
+	// The stall window (WAIT only): the gang waits while a new member reaches
+	// Permit at least this often. Required with WAIT.
 	Timeout *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// The PodGroup key "namespace/name", "" for a pod that belongs to none.
 	Gang string `protobuf:"bytes,3,opt,name=gang,proto3" json:"gang,omitempty"`
 	// Members (bound, reserved or waiting) the sidecar counted, and the gang's
 	// minMember; for messages and tests.
-	Ready         int32 `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
-	MinMember     int32 `protobuf:"varint,5,opt,name=min_member,json=minMember,proto3" json:"min_member,omitempty"`
+	Ready     int32 `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
+	MinMember int32 `protobuf:"varint,5,opt,name=min_member,json=minMember,proto3" json:"min_member,omitempty"`
+	// The cap on the whole wait (WAIT only), from the gang's first waiting
+	// member; kube-scheduler allows at most 15 minutes. Unset (an older
+	// sidecar): `timeout`, i.e. the gang must assemble within `timeout`.
+	MaxWait       *durationpb.Duration `protobuf:"bytes,6,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -933,6 +940,13 @@ func (x *PermitResponse) GetMinMember() int32 {
 		return x.MinMember
 	}
 	return 0
+}
+
+func (x *PermitResponse) GetMaxWait() *durationpb.Duration {
+	if x != nil {
+		return x.MaxWait
+	}
+	return nil
 }
 
 // PreBind: the gang is allowed and kube-scheduler is about to bind the pod.
@@ -1185,14 +1199,15 @@ const file_pyextender_v1_scheduler_proto_rawDesc = "" +
 	"\rPermitRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.pyextender.v1.PodRefR\x03pod\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12.\n" +
-	"\x13waiting_member_uids\x18\x03 \x03(\tR\x11waitingMemberUids\"\xbd\x01\n" +
+	"\x13waiting_member_uids\x18\x03 \x03(\tR\x11waitingMemberUids\"\xf3\x01\n" +
 	"\x0ePermitResponse\x12-\n" +
 	"\x06status\x18\x01 \x01(\v2\x15.pyextender.v1.StatusR\x06status\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x12\n" +
 	"\x04gang\x18\x03 \x01(\tR\x04gang\x12\x14\n" +
 	"\x05ready\x18\x04 \x01(\x05R\x05ready\x12\x1d\n" +
 	"\n" +
-	"min_member\x18\x05 \x01(\x05R\tminMember\"V\n" +
+	"min_member\x18\x05 \x01(\x05R\tminMember\x124\n" +
+	"\bmax_wait\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\"V\n" +
 	"\x0ePreBindRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.pyextender.v1.PodRefR\x03pod\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"@\n" +
@@ -1271,31 +1286,32 @@ var file_pyextender_v1_scheduler_proto_depIdxs = []int32{
 	2,  // 11: pyextender.v1.PermitRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 12: pyextender.v1.PermitResponse.status:type_name -> pyextender.v1.Status
 	19, // 13: pyextender.v1.PermitResponse.timeout:type_name -> google.protobuf.Duration
-	2,  // 14: pyextender.v1.PreBindRequest.pod:type_name -> pyextender.v1.PodRef
-	1,  // 15: pyextender.v1.PreBindResponse.status:type_name -> pyextender.v1.Status
-	2,  // 16: pyextender.v1.PostBindRequest.pod:type_name -> pyextender.v1.PodRef
-	1,  // 17: pyextender.v1.PostBindResponse.status:type_name -> pyextender.v1.Status
-	3,  // 18: pyextender.v1.Scheduler.PreFilter:input_type -> pyextender.v1.PreFilterRequest
-	5,  // 19: pyextender.v1.Scheduler.Filter:input_type -> pyextender.v1.FilterRequest
-	7,  // 20: pyextender.v1.Scheduler.Score:input_type -> pyextender.v1.ScoreRequest
-	9,  // 21: pyextender.v1.Scheduler.Reserve:input_type -> pyextender.v1.ReserveRequest
-	11, // 22: pyextender.v1.Scheduler.Unreserve:input_type -> pyextender.v1.UnreserveRequest
-	13, // 23: pyextender.v1.Scheduler.Permit:input_type -> pyextender.v1.PermitRequest
-	15, // 24: pyextender.v1.Scheduler.PreBind:input_type -> pyextender.v1.PreBindRequest
-	17, // 25: pyextender.v1.Scheduler.PostBind:input_type -> pyextender.v1.PostBindRequest
-	4,  // 26: pyextender.v1.Scheduler.PreFilter:output_type -> pyextender.v1.PreFilterResponse
-	6,  // 27: pyextender.v1.Scheduler.Filter:output_type -> pyextender.v1.FilterResponse
-	8,  // 28: pyextender.v1.Scheduler.Score:output_type -> pyextender.v1.ScoreResponse
-	10, // 29: pyextender.v1.Scheduler.Reserve:output_type -> pyextender.v1.ReserveResponse
-	12, // 30: pyextender.v1.Scheduler.Unreserve:output_type -> pyextender.v1.UnreserveResponse
-	14, // 31: pyextender.v1.Scheduler.Permit:output_type -> pyextender.v1.PermitResponse
-	16, // 32: pyextender.v1.Scheduler.PreBind:output_type -> pyextender.v1.PreBindResponse
-	18, // 33: pyextender.v1.Scheduler.PostBind:output_type -> pyextender.v1.PostBindResponse
-	26, // [26:34] is the sub-list for method output_type
-	18, // [18:26] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	19, // 14: pyextender.v1.PermitResponse.max_wait:type_name -> google.protobuf.Duration
+	2,  // 15: pyextender.v1.PreBindRequest.pod:type_name -> pyextender.v1.PodRef
+	1,  // 16: pyextender.v1.PreBindResponse.status:type_name -> pyextender.v1.Status
+	2,  // 17: pyextender.v1.PostBindRequest.pod:type_name -> pyextender.v1.PodRef
+	1,  // 18: pyextender.v1.PostBindResponse.status:type_name -> pyextender.v1.Status
+	3,  // 19: pyextender.v1.Scheduler.PreFilter:input_type -> pyextender.v1.PreFilterRequest
+	5,  // 20: pyextender.v1.Scheduler.Filter:input_type -> pyextender.v1.FilterRequest
+	7,  // 21: pyextender.v1.Scheduler.Score:input_type -> pyextender.v1.ScoreRequest
+	9,  // 22: pyextender.v1.Scheduler.Reserve:input_type -> pyextender.v1.ReserveRequest
+	11, // 23: pyextender.v1.Scheduler.Unreserve:input_type -> pyextender.v1.UnreserveRequest
+	13, // 24: pyextender.v1.Scheduler.Permit:input_type -> pyextender.v1.PermitRequest
+	15, // 25: pyextender.v1.Scheduler.PreBind:input_type -> pyextender.v1.PreBindRequest
+	17, // 26: pyextender.v1.Scheduler.PostBind:input_type -> pyextender.v1.PostBindRequest
+	4,  // 27: pyextender.v1.Scheduler.PreFilter:output_type -> pyextender.v1.PreFilterResponse
+	6,  // 28: pyextender.v1.Scheduler.Filter:output_type -> pyextender.v1.FilterResponse
+	8,  // 29: pyextender.v1.Scheduler.Score:output_type -> pyextender.v1.ScoreResponse
+	10, // 30: pyextender.v1.Scheduler.Reserve:output_type -> pyextender.v1.ReserveResponse
+	12, // 31: pyextender.v1.Scheduler.Unreserve:output_type -> pyextender.v1.UnreserveResponse
+	14, // 32: pyextender.v1.Scheduler.Permit:output_type -> pyextender.v1.PermitResponse
+	16, // 33: pyextender.v1.Scheduler.PreBind:output_type -> pyextender.v1.PreBindResponse
+	18, // 34: pyextender.v1.Scheduler.PostBind:output_type -> pyextender.v1.PostBindResponse
+	27, // [27:35] is the sub-list for method output_type
+	19, // [19:27] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_pyextender_v1_scheduler_proto_init() }
