@@ -7,7 +7,12 @@ the node's fragmentation for the whole-GPU request sizes the cluster sees).
 raw = weight · quality − loss_weight · loss ∈ [−loss_weight, weight + loss_weight],
 mapped linearly onto 0..100. Arguments as in the ``gpu-aware`` plugin of
 Volcano deployments: ``weight`` and ``loss.weight``. Pods without whole GPUs
-score 0 everywhere (no preference).
+score 0 everywhere (no preference), and so do all candidates when none of them
+has more than one NVLink domain (``multi_domain``): there is no topology to
+prefer, and the loss alone would count whole-GPU fragmentation a second time
+beside gpu-share's gradient, blind to GPU models and CPU. On the openb replay
+(all nodes flat, seeds 42-44) that double count cost multigpu30 0.15 pp and
+cpu250 0.13 pp of alloc@100.
 """
 
 from __future__ import annotations
@@ -64,6 +69,18 @@ def evaluate(ctx: PodContext, rows: IntArray, args: Args | None = None) -> Topol
     return result
 
 
+def multi_domain(ctx: PodContext, rows: IntArray) -> bool:
+    """Whether some node among ``rows`` has GPUs in more than one NVLink domain.
+
+    When none has, every k-GPU set has the same quality and the loss is only the
+    fragmentation of whole GPUs by request size, a blind copy of what gpu-share's
+    gradient already scores (which also knows GPU shares, CPU and each class's
+    GPU models): scoring it again weighs it twice against the gradient."""
+    gpu = ctx.state.gpu
+    domains = gpu.layout_domain[np.unique(gpu.layout[rows])]
+    return bool(domains.max(initial=0) > 0)
+
+
 class GpuTopology:
     name = "gpu-topology"
 
@@ -93,7 +110,7 @@ class GpuTopology:
         return FilterResult(codes=codes, reason_ids=reason_ids, reasons=reasons)
 
     def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:
-        if not demand_of(ctx).whole:
+        if not demand_of(ctx).whole or not multi_domain(ctx, rows):
             return np.zeros(rows.shape[0])
         res = evaluate(ctx, rows, self.args)
         w, lw = self.args.weight, self.args.loss_weight

@@ -163,3 +163,28 @@ def test_fgd_memo_recomputes_exactly_the_rows_that_changed() -> None:
     assert np.array_equal(memoised, fresh)  # the memo saw b's change...
     assert memoised[1] != first[1]  # ...which moved b's gradient
     assert memoised[0] == first[0] and memoised[2] == first[2]
+
+
+def test_topology_scores_nothing_when_no_candidate_has_nvlink_domains() -> None:
+    # flat nodes (GPU count and model labels only): one domain each, no set is better
+    state = ClusterState()
+    for name in ("a", "b"):
+        state.set_node(NodeInfo(name, {CPU: 128_000, GPU: 8, "pods": 110}))
+    _bind(state, "a", "w", "0,1,2")  # a: 5 free GPUs, b: 8
+    ctx = _ctx(state, _pod("p", {GPU: 2}))
+    plugin = gpu_topology.GpuTopology(gpu_topology.Args())
+    rows = state.live_rows()
+    assert not gpu_topology.multi_domain(ctx, rows)
+    assert plugin.score(ctx, rows).tolist() == [0.0, 0.0]
+    # an islanded node among the candidates: all are scored as before
+    state.set_node(
+        NodeInfo(
+            "c",
+            {CPU: 128_000, GPU: 8, "pods": 110},
+            annotations={names.GPU_TOPOLOGY_ANNOTATION: ISLANDS.to_json()},
+        )
+    )
+    rows = state.live_rows()
+    ctx = _ctx(state, _pod("q", {GPU: 2}))
+    assert gpu_topology.multi_domain(ctx, rows)
+    assert plugin.score(ctx, rows).max() > 0
