@@ -76,9 +76,14 @@ def multi_domain(ctx: PodContext, rows: IntArray) -> bool:
     fragmentation of whole GPUs by request size, a blind copy of what gpu-share's
     gradient already scores (which also knows GPU shares, CPU and each class's
     GPU models): scoring it again weighs it twice against the gradient."""
-    gpu = ctx.state.gpu
-    domains = gpu.layout_domain[np.unique(gpu.layout[rows])]
-    return bool(domains.max(initial=0) > 0)
+    # one row per distinct GPU layout seen (a handful): most clusters have no
+    # layout with a second domain at all, and then no per-node work is needed
+    # (np.unique over 5,000 rows was ~15 % of a prioritize call)
+    domains = ctx.state.gpu.layout_domain
+    if not domains.any():
+        return False
+    multi = domains.max(axis=1) > 0
+    return bool(multi[ctx.state.gpu.layout[rows]].any())
 
 
 class GpuTopology:

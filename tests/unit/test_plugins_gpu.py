@@ -188,3 +188,6 @@ def test_topology_scores_nothing_when_no_candidate_has_nvlink_domains() -> None:
     ctx = _ctx(state, _pod("q", {GPU: 2}))
     assert gpu_topology.multi_domain(ctx, rows)
     assert plugin.score(ctx, rows).max() > 0
+    # the islanded node in the cluster but not among the candidates: flat again
+    flat = np.asarray([state.index["a"], state.index["b"]], dtype=np.int64)
+    assert not gpu_topology.multi_domain(ctx, flat)
