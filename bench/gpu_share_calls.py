@@ -9,9 +9,12 @@ over all N rows (what prioritize does), timed, followed by the bind of that
 pod to its best row (a cache delta: one row changes). The call recomputes
 only rows whose GPUs, free CPU or class model changed since the last call of
 the same pod shape (the per-shape memo updated from cache deltas); the first
-call of each shape is a full scan, reported apart as ``cold``. A full scan by
-the numba kernel alone (``fgd_scores`` on every row) is reported for
-comparison. Wall and CPU time of the calling thread are both reported: on a
+call of each shape (``cold``) computes the shape's Δ on every row from the
+per-row state all shapes share (W before, per-class GPU counts), itself kept
+up to date the same way. ``rebuild``: calls with both caches emptied first, as
+after the class model changes (every ``rebuild_s``, 10 s, at most). A full
+scan by the numba kernel alone (``fgd_scores`` on every row, fresh caches) is
+reported for comparison. Wall and CPU time of the calling thread are both reported: on a
 shared machine the wall-clock p99 of a sub-millisecond call is mostly other
 processes' time slices. Budget (DESIGN.md §5): ≤ 1 ms per call at 10,000 nodes. The last
 line is one JSON object.
@@ -95,7 +98,7 @@ def main() -> int:
     stream = iter(pods(10 * total_gpus, seed=1))
     uid = 0
 
-    def place(row_pod: PodRow, timed: bool) -> tuple[float, float, bool]:
+    def place(row_pod: PodRow, timed: bool, forget: bool = False) -> tuple[float, float, bool]:
         nonlocal uid
         uid += 1
         pod = pod_info(row_pod, uid)
@@ -103,6 +106,9 @@ def main() -> int:
         key = (row_pod.cpu_milli, row_pod.num_gpu, row_pod.gpu_milli)
         cold = key not in seen
         seen.add(key)
+        if forget:
+            state.gpu.fgd_memo.clear()
+            state.gpu.fgd_base.clear()
         c0 = time.thread_time_ns()
         t0 = time.perf_counter()
         delta, _ = gradient(ctx, rows)
@@ -131,6 +137,12 @@ def main() -> int:
         took, cpu, was_cold = place(next(stream), True)
         (cold if was_cold else warm).append(took * 1e6)
         (cold_cpu if was_cold else warm_cpu).append(cpu)
+    rebuild: list[float] = []
+    rebuild_cpu: list[float] = []
+    for _ in range(10):
+        took, cpu, _ = place(next(stream), True, forget=True)
+        rebuild.append(took * 1e6)
+        rebuild_cpu.append(cpu)
     # the kernel alone over every row: what each call would cost without the memo
     probe = pod_info(PodRow("probe", 4000, 1024, 1, 470, ()), -1)
     ctx = PodContext(pod=probe, state=state, request=state.vector(probe.requests))
@@ -157,6 +169,11 @@ def main() -> int:
         "warm_cpu_p99_us": pct(warm_cpu, 99),
         "cold_cpu_p50_us": pct(cold_cpu, 50),
         "cold_cpu_p99_us": pct(cold_cpu, 99),
+        "calls_rebuild": len(rebuild),
+        "rebuild_p50_us": pct(rebuild, 50),
+        "rebuild_p99_us": pct(rebuild, 99),
+        "rebuild_cpu_p50_us": pct(rebuild_cpu, 50),
+        "rebuild_cpu_p99_us": pct(rebuild_cpu, 99),
         "full_scan_kernel_p50_us": pct(scan, 50),
         "full_scan_kernel_p99_us": pct(scan, 99),
         "budget_us": 1000.0,
@@ -167,6 +184,8 @@ def main() -> int:
           f"{report['warm_p99_us']:>9}")  # fmt: skip
     print(f"{'cold (first call of a shape)':<34} {len(cold):>6} {report['cold_p50_us']:>9} "
           f"{report['cold_p99_us']:>9}")  # fmt: skip
+    print(f"{'rebuild (both caches emptied)':<34} {len(rebuild):>6} "
+          f"{report['rebuild_p50_us']:>9} {report['rebuild_p99_us']:>9}")  # fmt: skip
     scan50, scan99 = report["full_scan_kernel_p50_us"], report["full_scan_kernel_p99_us"]
     print(f"{'kernel full scan (no memo)':<34} {len(scan):>6} {scan50:>9} {scan99:>9}")
     print(f"{'warm, CPU time of the thread':<34} {len(warm):>6} "

@@ -99,6 +99,8 @@ class GpuState:
         self.learned = LearnedClasses()
         self.fgd_memo: dict[tuple[int, int, int, int, bool], Any] = {}
         """gpu-share's per-pod-shape Δ memo (pyextender.plugins.gpu_share)."""
+        self.fgd_base: dict[bool, Any] = {}
+        """gpu-share's per-row state shared by every pod shape, per measure (cpu_fed)."""
         self.fixed_classes: TaskClasses | None = None
         self.learn_on_bind = True
         """Learn task classes from the pods placed here. False when the owner feeds

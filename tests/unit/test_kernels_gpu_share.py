@@ -14,7 +14,6 @@ from pyextender.kernels.gpu_share import (
     fgd_scores,
     fgd_scores_numpy,
     fgd_scores_python,
-    memo_stale_rows,
 )
 
 G = 8
@@ -133,31 +132,3 @@ def test_choice_fits_and_frag_is_bounded(
         if num >= 1 and milli[i] == 1000:
             whole = int((nodes.free_milli[i, : nodes.count[i]] >= 1000).sum())
             assert (res.delta[i] == NO_FIT) == (whole < num)
-
-
-def test_memo_stale_rows_matches_the_numpy_test() -> None:
-    """The kernel's staleness pass finds exactly the rows the numpy expression finds."""
-    rng = np.random.default_rng(9)
-    cap, n_res, cpu_col = 300, 4, 2
-    rows = rng.choice(cap, 200, replace=False).astype(np.int64)
-    row_version = rng.integers(0, 3, cap).astype(np.int64)
-    alloc = rng.integers(0, 5, (cap, n_res)).astype(np.int64) * 1000
-    used = rng.integers(0, 3, (cap, n_res)).astype(np.int64) * 1000
-    milli = rng.choice([300, 500], 200).astype(np.int64)
-    valid = rng.random(cap) < 0.8
-    version = rng.integers(0, 3, cap).astype(np.int64)
-    memo_cpu = rng.integers(-2, 5, cap).astype(np.int64) * 1000
-    memo_milli = rng.choice([300, 500], cap).astype(np.int64)
-    pos, cpu = memo_stale_rows(
-        rows, row_version, alloc, used, cpu_col, milli, (valid, version, memo_cpu, memo_milli)
-    )
-    free = alloc[rows, cpu_col] - used[rows, cpu_col]
-    want = (
-        ~valid[rows]
-        | (version[rows] != row_version[rows])
-        | (memo_cpu[rows] != free)
-        | (memo_milli[rows] != milli)
-    )
-    assert 0 < pos.shape[0] < rows.shape[0]
-    assert np.array_equal(pos, np.flatnonzero(want))
-    assert np.array_equal(cpu, free[want])

@@ -1,0 +1,169 @@
+"""FGD caches: the per-row state all pod shapes share and the per-shape Δ memo.
+
+The kernel through the caches must equal a full scan after any sequence of pod
+shapes and cache deltas, and a new shape must not recompute the shared state
+of rows that did not change.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pyextender.api import names
+from pyextender.api.objects import NodeInfo, PodInfo
+from pyextender.api.resources import CPU, GPU, PYEXTENDER_GPU_MILLI
+from pyextender.api.task_classes import TaskClass, TaskClasses
+from pyextender.cache.state import ClusterState
+from pyextender.framework.interfaces import PodContext
+from pyextender.kernels.gpu_share import (
+    NO_FIT,
+    FgdBase,
+    FgdInput,
+    FgdMemo,
+    FgdRows,
+    fgd_rows,
+    fgd_scores,
+)
+from pyextender.plugins import gpu_share
+
+G = 8
+CLASSES = TaskClasses.build(
+    {
+        TaskClass(4000, 500, 1): 5,
+        TaskClass(8000, 1000, 1): 3,
+        TaskClass(2000, 250, 1): 2,
+        TaskClass(16000, 1000, 2): 1,
+        TaskClass(1000, 0, 0): 2,
+    }
+)
+SHAPES = ((4000, 1, 500), (8000, 1, 1000), (2000, 1, 300), (16000, 2, 1000), (1000, 0, 0))
+
+
+def _rows(rng: np.random.Generator, n: int) -> FgdRows:
+    count = rng.choice([0, 2, 4, 8], n).astype(np.int32)
+    free = np.zeros((n, G), dtype=np.int32)
+    for i in range(n):
+        free[i, : count[i]] = rng.choice([0, 100, 250, 500, 700, 1000], int(count[i]))
+    alloc = np.zeros((n, 3), dtype=np.int64)
+    alloc[:, 1] = rng.integers(0, 64, n) * 1000
+    return FgdRows(
+        alloc=alloc,
+        used=np.zeros((n, 3), dtype=np.int64),
+        cpu_col=1,
+        free_milli=free,
+        count=count,
+        usable=rng.random(n) < 0.9,
+        model=rng.integers(-1, 3, n).astype(np.int32),
+        row_version=np.zeros(n, dtype=np.int64),
+    )
+
+
+def _full_scan(
+    state: FgdRows, rows: np.ndarray, shape: tuple[int, int, int], fed: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cpu = state.alloc[rows, state.cpu_col] - state.used[rows, state.cpu_col]
+    nodes = FgdInput(
+        cpu, state.free_milli[rows], np.where(state.usable, state.count, 0)[rows].astype(np.int32),
+        state.model[rows],
+    )  # fmt: skip
+    milli = np.full(rows.shape[0], shape[2], dtype=np.int64)
+    res = fgd_scores(nodes, CLASSES, shape[0], milli, shape[1], fed)
+    return res.before, res.delta, res.gpu
+
+
+def test_a_new_shape_reuses_the_rows_state_and_a_delta_recomputes_one_row() -> None:
+    rng = np.random.default_rng(4)
+    n = 50
+    state = _rows(rng, n)
+    rows = np.arange(n, dtype=np.int64)
+    base = FgdBase.empty(CLASSES, False, n)
+    memos = {shape: FgdMemo.empty(n) for shape in SHAPES}
+
+    def call(shape: tuple[int, int, int]) -> tuple[int, int]:
+        milli = np.full(n, shape[2], dtype=np.int64)
+        out = fgd_rows(state, rows, CLASSES, shape[0], milli, shape[1], base, memos[shape])
+        want = _full_scan(state, rows, shape, False)
+        assert np.array_equal(out.before, want[0])
+        assert np.array_equal(out.delta, want[1])
+        assert np.array_equal(out.gpu, want[2])
+        return out.computed, out.computed_base
+
+    assert call(SHAPES[0]) == (n, n)  # nothing cached yet
+    assert call(SHAPES[0]) == (0, 0)
+    assert call(SHAPES[1]) == (n, 0)  # a new shape: its Δ on every row, the state reused
+    state.free_milli[7, 0] = 100  # a bind on row 7
+    state.row_version[7] += 1
+    assert call(SHAPES[2]) == (n, 1)
+    assert call(SHAPES[0]) == (1, 0)  # row 7's state is fresh from the call before
+    state.used[9, 1] += 1000  # a CPU-only pod on row 9: other free CPU
+    assert call(SHAPES[1]) == (2, 1)  # rows 7 and 9
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 2**31),
+    st.lists(st.tuples(st.integers(0, len(SHAPES) - 1), st.integers(0, 3)), max_size=12),
+    st.booleans(),
+)
+def test_cached_calls_equal_a_full_scan_after_any_deltas(
+    seed: int, steps: list[tuple[int, int]], fed: bool
+) -> None:
+    rng = np.random.default_rng(seed)
+    n = 30
+    state = _rows(rng, n)
+    base = FgdBase.empty(CLASSES, fed, n)
+    memos = {shape: FgdMemo.empty(n) for shape in SHAPES}
+    for shape_i, change in steps:
+        row = int(rng.integers(n))
+        if change == 1:  # GPUs of one row change
+            state.free_milli[row, 0] = int(rng.choice([0, 300, 1000]))
+            state.row_version[row] += 1
+        elif change == 2:  # its free CPU changes
+            state.used[row, 1] = int(rng.integers(0, 8)) * 1000
+        shape = SHAPES[shape_i]
+        rows = rng.permutation(n)[: int(rng.integers(1, n + 1))].astype(np.int64)
+        milli = np.full(rows.shape[0], shape[2], dtype=np.int64)
+        interpreted = change == 3
+        out = fgd_rows(
+            state, rows, CLASSES, shape[0], milli, shape[1], base, memos[shape], interpreted
+        )
+        want = _full_scan(state, rows, shape, fed)
+        assert np.array_equal(out.before, want[0])
+        assert np.array_equal(out.delta, want[1])
+        assert np.array_equal(out.gpu, want[2])
+        scores = np.where(want[1] == NO_FIT, -np.inf, want[1] / CLASSES.weight_sum)
+        assert np.array_equal(out.score, scores)
+
+
+def _pod(uid: str, requests: dict[str, int], ann: dict[str, str]) -> PodInfo:
+    return PodInfo("ns", f"p-{uid}", uid, "volcano", "", "Pending", requests, annotations=ann)
+
+
+def test_gradient_shares_the_rows_state_across_pod_shapes() -> None:
+    state = ClusterState()
+    for name in ("a", "b", "c"):
+        state.set_node(NodeInfo(name, {CPU: 64_000, GPU: 8, "pods": 110}))
+    share = {PYEXTENDER_GPU_MILLI: "500", names.GPU_INDEX_ANNOTATION: "0"}
+    state.add_pod(_pod("seed", {GPU: 1, CPU: 4000}, share), "a")
+    state.gpu.fixed_classes = CLASSES
+    rows = state.live_rows()
+
+    def ctx(pod: PodInfo) -> PodContext:
+        return PodContext(pod=pod, state=state, request=state.vector(pod.requests))
+
+    small = ctx(_pod("x", {GPU: 1, CPU: 2000}, {PYEXTENDER_GPU_MILLI: "300"}))
+    whole = ctx(_pod("y", {GPU: 2, CPU: 16000}, {}))
+    gpu_share.gradient(small, rows)
+    base = state.gpu.fgd_base[False]
+    assert base.valid[rows].all()
+    kept = base.before.copy()
+    delta, gpus = gpu_share.gradient(whole, rows)
+    assert state.gpu.fgd_base[False] is base  # one state for both shapes
+    assert np.array_equal(base.before, kept)
+    state.gpu.fgd_memo.clear()
+    state.gpu.fgd_base.clear()
+    fresh, fresh_gpus = gpu_share.gradient(whole, rows)
+    assert np.array_equal(delta, fresh)
+    assert np.array_equal(gpus, fresh_gpus)
