@@ -160,11 +160,12 @@ def plan_supernodes(
     node_sn: I32, node_slots: I64, node_dom: I32, s_count: int, d_count: int, gang: GangShape
 ) -> SupernodePlan:
     """numba kernel: the gang's plan (see module doc)."""
-    assign = np.zeros(s_count, dtype=np.int64)
-    status = np.zeros(3, dtype=np.int64)
+    # the kernel writes every entry of all three before reading any (np.zeros: ~0.6 µs)
+    assign = np.empty(s_count, dtype=np.int64)
+    status = np.empty(3, dtype=np.int64)
     _supernode_jit(
         *_args(node_sn, node_slots, node_dom, s_count, d_count, gang),
-        np.zeros(s_count, dtype=np.int64), assign, status,
+        np.empty(s_count, dtype=np.int64), assign, status,
     )  # fmt: skip
     return SupernodePlan(assign, bool(status[0]), int(status[1]), int(status[2]))
 

@@ -119,36 +119,6 @@ def topology_loops(
         scratch[at + 3] = (1 << c) - 1
         scratch[at + 4] = offset
         offset += 1 << c
-    for s_i in range(s_count):
-        for c in range(stride + 1):
-            scratch[div + s_i * (stride + 1) + c] = c // sizes[s_i]
-    # loss = Σ_s w_s·(s·lost_s − k) with lost_s the s-placements the choice destroys:
-    # Σ_d of a table over (free c, taken t) of domain d for sizes that fit a domain,
-    # plus a table over the node's free total for the larger sizes. Tabled per layout
-    # (≤ (largest domain + 1)² entries) so a pair costs one lookup per domain, with no
-    # branch on the layout's sizes (those mispredicted: pairs come in random layouts)
-    for lid in range(n_lay):
-        at = lid * LAY_FIELDS
-        biggest = scratch[at + 2]
-        row = lt + lid * sq
-        for c in range(biggest + 1):
-            for t in range(c + 1):
-                v = 0
-                for s_i in range(s_count):
-                    s = sizes[s_i]
-                    if s <= biggest:
-                        q = div + s_i * (stride + 1)
-                        v += size_w[s_i] * s * (scratch[q + c] - scratch[q + c - t])
-                scratch[row + c * (stride + 1) + t] = v
-        for tot in range(scratch[at] + 1):
-            v = -k * w_sum
-            if tot >= k:
-                for s_i in range(s_count):
-                    s = sizes[s_i]
-                    if s > biggest:
-                        q = div + s_i * (stride + 1)
-                        v += size_w[s_i] * s * (scratch[q + tot] - scratch[q + tot - k])
-            scratch[lb + lid * (stride + 1) + tot] = v
     # pass 1: each node's memo key; a (layout, mask) pair not yet computed for this
     # request is marked (stamp negated), to be computed after the pass: stores of a
     # work list in this loop cost ~15 ns per pair (cold call at 10k nodes: +12 µs)
@@ -164,11 +134,42 @@ def topology_loops(
         if memo_stamp[key] != stamp:
             memo_stamp[key] = -stamp
             missing += 1
+    todo = missing
+    if todo > 0:  # tables only for a call with pairs to compute (~1 µs)
+        for s_i in range(s_count):
+            for c in range(stride + 1):
+                scratch[div + s_i * (stride + 1) + c] = c // sizes[s_i]
+        # loss = Σ_s w_s·(s·lost_s − k) with lost_s the s-placements the choice destroys:
+        # Σ_d of a table over (free c, taken t) of domain d for sizes that fit a domain,
+        # plus a table over the node's free total for the larger sizes. Tabled per layout
+        # (≤ (largest domain + 1)² entries) so a pair costs one lookup per domain, with no
+        # branch on the layout's sizes (those mispredicted: pairs come in random layouts)
+        for lid in range(n_lay):
+            at = lid * LAY_FIELDS
+            biggest = scratch[at + 2]
+            row = lt + lid * sq
+            for c in range(biggest + 1):
+                for t in range(c + 1):
+                    v = 0
+                    for s_i in range(s_count):
+                        s = sizes[s_i]
+                        if s <= biggest:
+                            q = div + s_i * (stride + 1)
+                            v += size_w[s_i] * s * (scratch[q + c] - scratch[q + c - t])
+                    scratch[row + c * (stride + 1) + t] = v
+            for tot in range(scratch[at] + 1):
+                v = -k * w_sum
+                if tot >= k:
+                    for s_i in range(s_count):
+                        s = sizes[s_i]
+                        if s > biggest:
+                            q = div + s_i * (stride + 1)
+                            v += size_w[s_i] * s * (scratch[q + tot] - scratch[q + tot - k])
+                scratch[lb + lid * (stride + 1) + tot] = v
     # the marked pairs as a work list, layout by layout and in mask order where the
     # layout's memo block is small (≤ SCAN_BLOCK entries, scanned): consecutive pairs
     # then take the same branches (a cold call at 10k nodes: −8 µs). Larger blocks
     # (up to 2**16 entries) are found by a pass over the nodes instead
-    todo = missing
     missing = 0
     listed = False
     for lid in range(n_lay):
@@ -399,13 +400,11 @@ class TopologyKernel:
             if len(self._banks) >= MEMO_BANKS:
                 self._spare.append(self._banks.pop(next(iter(self._banks))).memo)
                 del self._spare[:-MEMO_BANKS]
-            memo = next((m for m in self._spare if m[0].shape[0] == size), None)
-            if memo is None:
-                memo = _new_memo(size)
-            else:
-                # stale entries carry an older stamp. Dropped by identity: list.remove
-                # compares tuples of arrays elementwise (ValueError once two differ in size)
-                self._spare = [m for m in self._spare if m is not memo]
+            # a spare of this size (stale entries carry an older stamp), taken out by
+            # position: list.remove compares tuples of arrays elementwise (ValueError
+            # once two differ in size)
+            at = next((i for i, m in enumerate(self._spare) if m[0].shape[0] == size), -1)
+            memo = _new_memo(size) if at < 0 else self._spare.pop(at)
             prepared = _prepare(layouts, k, sizes, size_w, weight, loss_weight)
             bank = _Bank(self._stamp, memo, prepared)
         self._banks[key] = bank  # most recently used last
