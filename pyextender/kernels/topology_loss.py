@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pyextender.kernels.jit import LoopKernel, compile_kernel
+from pyextender.kernels.jit import LoopKernel, compile_kernel, popcount
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -199,12 +199,7 @@ def topology_loops(
         at = lid * LAY_FIELDS
         key = scratch[at + 4] + free
         base = lid * stride
-        # popcount without a data-dependent loop (branch misses dominated); masks < 2**32
-        x = free - ((free >> 1) & 0x55555555)
-        x = (x & 0x33333333) + ((x >> 2) & 0x33333333)
-        x = (x + (x >> 4)) & 0x0F0F0F0F
-        x += x >> 8
-        tot = (x + (x >> 16)) & 0x3F
+        tot = popcount(free)  # no data-dependent loop: branch misses dominated
         chosen = 0
         ndom = 0
         loss = 0
@@ -212,12 +207,7 @@ def topology_loops(
         if k > 0 and tot >= k:
             nd = scratch[at + 1]
             for d in range(nd):
-                y = free & scratch[dm + base + d]
-                x = y - ((y >> 1) & 0x55555555)
-                x = (x & 0x33333333) + ((x >> 2) & 0x33333333)
-                x = (x + (x >> 4)) & 0x0F0F0F0F
-                x += x >> 8
-                scratch[cnt + d] = (x + (x >> 16)) & 0x3F  # free GPUs of domain d
+                scratch[cnt + d] = popcount(free & scratch[dm + base + d])  # free GPUs
                 scratch[tk + d] = 0  # GPUs taken from domain d
             # best fit into one domain, else whole domains largest first (lowest id on ties)
             remaining = k

@@ -153,3 +153,20 @@ def test_spare_buffers_of_other_layouts_are_skipped_and_bounded() -> None:
             assert np.array_equal(fast.mask, ref.mask)
         kern.forget()
         assert len(kern._spare) <= MEMO_BANKS
+
+
+def test_popcount_in_a_kernel_equals_the_interpreters() -> None:
+    """The kernels' popcount (LLVM ctpop inside numba, bin() in the interpreter)."""
+    from numba import njit
+
+    from pyextender.kernels.jit import popcount
+
+    @njit
+    def counts(xs: np.ndarray, out: np.ndarray) -> None:
+        for i in range(xs.shape[0]):
+            out[i] = popcount(xs[i])
+
+    xs = np.asarray([0, 1, 0xFFFF, 0b1010_0110, 1 << 40, (1 << 62) - 1], dtype=np.int64)
+    out = np.zeros(xs.shape[0], dtype=np.int64)
+    counts(xs, out)
+    assert out.tolist() == [popcount(int(x)) for x in xs.tolist()] == [0, 1, 16, 4, 1, 62]
