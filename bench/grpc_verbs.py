@@ -52,7 +52,7 @@ POD = "incoming"
 async def _serve(nodes: int, port: int, sock: str) -> None:
     import uvicorn
 
-    from pyextender.server.app import freeze_heap, tune_gc
+    from pyextender.server.app import freeze_heap, tune_gc, tune_switch_interval
     from pyextender.server.grpc_server import GrpcOptions, GrpcServer
     from pyextender.server.grpc_service import SchedulerService
     from pyextender.server.http import ExtenderApp
@@ -60,6 +60,7 @@ async def _serve(nodes: int, port: int, sock: str) -> None:
     ext = build_extender(nodes)
     ext.cache.pod_event("ADDED", pod_doc(POD, 4, None))  # gRPC names the pod; the cache has it
     tune_gc()
+    tune_switch_interval()
     freeze_heap()
 
     def ready() -> tuple[bool, str]:

@@ -149,12 +149,13 @@ def serve(nodes: int, port: int, rate: float) -> None:
 
     import uvicorn
 
-    from pyextender.server.app import freeze_heap, tune_gc
+    from pyextender.server.app import freeze_heap, tune_gc, tune_switch_interval
     from pyextender.server.http import ExtenderApp
 
     ext = build_extender(nodes)
     if os.environ.get("BENCH_DEFAULT_GC") != "1":
         tune_gc()
+        tune_switch_interval()
         freeze_heap()
     app = ExtenderApp(ext, lambda: (True, "ok"))
     config = uvicorn.Config(

@@ -93,7 +93,13 @@ class GpuState:
         self._supernode_ids: dict[str, int] = {}
         self._topology: dict[int, GpuTopology | None] = {}
         self._hypernode_rows: set[int] = set()
-        self._row_pods: dict[int, dict[str, tuple[tuple[int, ...], int]]] = {}
+        # row -> uids of its GPU pods, and uid -> (GPU indices, milli per GPU). The
+        # per-row value is a tuple replaced on every change, never edited, so that a
+        # snapshot (reading_copy) shares the values and copies one flat dict: the
+        # dict-of-dicts this replaces cost 3 ms per snapshot at 5,000 nodes, on the
+        # event loop that serves filter and prioritize.
+        self._row_pods: dict[int, tuple[str, ...]] = {}
+        self._pod_gpus: dict[str, tuple[tuple[int, ...], int]] = {}
         self.placed: dict[str, int] = {}
         """pod uid -> row"""
         self.learned = LearnedClasses()
@@ -242,8 +248,9 @@ class GpuState:
         return warnings
 
     def clear_node(self, row: int) -> None:
-        for uid in self._row_pods.pop(row, {}):
+        for uid in self._row_pods.pop(row, ()):
             self.placed.pop(uid, None)
+            self._pod_gpus.pop(uid, None)
         self._topology.pop(row, None)
         self._hypernode_rows.discard(row)
         self.count[row] = 0
@@ -294,7 +301,8 @@ class GpuState:
                 gpus = tuple(int(g) for g in order[:want])
         for g in gpus:
             self.used_milli[row, g] += milli
-        self._row_pods.setdefault(row, {})[pod.uid] = (gpus, milli)
+        self._row_pods[row] = (*self._row_pods.get(row, ()), pod.uid)
+        self._pod_gpus[pod.uid] = (gpus, milli)
         self.placed[pod.uid] = row
         self._refresh(row)
 
@@ -302,7 +310,12 @@ class GpuState:
         r = self.placed.pop(pod.uid, None)
         if r is None:
             return
-        gpus, milli = self._row_pods.get(r, {}).pop(pod.uid, ((), 0))
+        gpus, milli = self._pod_gpus.pop(pod.uid, ((), 0))
+        rest = tuple(u for u in self._row_pods.get(r, ()) if u != pod.uid)
+        if rest:
+            self._row_pods[r] = rest
+        else:
+            self._row_pods.pop(r, None)
         for g in gpus:
             self.used_milli[r, g] -= milli
         self._refresh(r)
@@ -312,4 +325,4 @@ class GpuState:
         row = self.placed.get(uid)
         if row is None:
             return ()
-        return self._row_pods.get(row, {}).get(uid, ((), 0))[0]
+        return self._pod_gpus.get(uid, ((), 0))[0]

@@ -167,3 +167,31 @@ def test_gradient_shares_the_rows_state_across_pod_shapes() -> None:
     fresh, fresh_gpus = gpu_share.gradient(whole, rows)
     assert np.array_equal(delta, fresh)
     assert np.array_equal(gpus, fresh_gpus)
+
+
+def test_a_snapshot_scores_with_caches_of_its_own() -> None:
+    """The cycle scores a snapshot on its own thread while the verbs score the live
+    state: shared caches would let the snapshot's older rows overwrite the live ones'
+    cached Δ (the kernel writes them in place, without the GIL)."""
+    state = ClusterState()
+    for name in ("a", "b"):
+        state.set_node(NodeInfo(name, {CPU: 64_000, GPU: 8, "pods": 110}))
+    state.gpu.fixed_classes = CLASSES
+    rows = state.live_rows()
+    pod = _pod("x", {GPU: 1, CPU: 2000}, {PYEXTENDER_GPU_MILLI: "500"})
+
+    def ctx(s: ClusterState) -> PodContext:
+        return PodContext(pod=pod, state=s, request=s.vector(pod.requests))
+
+    gpu_share.gradient(ctx(state), rows)
+    snap = state.snapshot()
+    assert snap.gpu.fgd_base == {} and snap.gpu.fgd_memo == {}
+    # the live state moves on; the snapshot scores its older rows afterwards
+    state.add_pod(_pod("seed", {GPU: 7, CPU: 4000}, {}), "a")  # one GPU of a left
+    live, _ = gpu_share.gradient(ctx(state), rows)
+    base = state.gpu.fgd_base[False]
+    kept = base.before.copy()
+    old, _ = gpu_share.gradient(ctx(snap), rows)
+    assert state.gpu.fgd_base[False] is base and np.array_equal(base.before, kept)
+    again, _ = gpu_share.gradient(ctx(state), rows)
+    assert np.array_equal(again, live) and not np.array_equal(old, live)

@@ -49,6 +49,37 @@ def test_new_extended_resource_gets_a_column() -> None:
     assert "example.com/fpga" in s.column and vec[s.column["example.com/fpga"]] == 1
 
 
+def test_a_request_vector_is_remembered_at_the_state_width() -> None:
+    s = state(node("a"))
+    asked = {"cpu": 1000, "example.com/fpga": 1}
+    first = s.vector(asked)
+    first[0] += 7  # a caller adding to its own vector changes nobody else's
+    again = s.vector(asked)
+    assert again[0] == 1000 and again[s.column["example.com/fpga"]] == 1
+    s.vector({"example.com/nic": 2})  # one more column: remembered vectors are too short
+    wide = s.vector(asked)
+    assert wide.shape[0] == len(s.resources) and wide[s.column["example.com/nic"]] == 0
+    assert wide[s.column["example.com/fpga"]] == 1 and wide[s.column["pods"]] == 1
+
+
+def test_gpu_pods_of_a_row_in_a_snapshot_and_after_the_node_goes() -> None:
+    s = state(node("a", gpus=8), node("b", gpus=8))
+    first, second = pod("p", gpus=2), pod("q", gpus=4)
+    s.add_pod(first, "a")
+    s.add_pod(second, "a")
+    snap = s.snapshot()
+    s.remove_pod(first.uid)
+    assert s.gpu.pod_gpus(first.uid) == () and s.gpu.pod_gpus(second.uid) == (2, 3, 4, 5)
+    assert snap.gpu.pod_gpus(first.uid) == (0, 1)  # the copy keeps what it saw
+    assert list(snap.gpu.free_milli[0, :8]) == [0] * 6 + [1000] * 2
+    assert list(s.gpu.free_milli[0, :8]) == [1000, 1000] + [0] * 4 + [1000] * 2
+    s.remove_node("a")
+    assert s.gpu.pod_gpus(second.uid) == () and second.uid not in s.gpu.placed
+    assert snap.gpu.pod_gpus(second.uid) == (2, 3, 4, 5)
+    s.add_pod(second, "b")  # placed afresh elsewhere
+    assert s.gpu.pod_gpus(second.uid) == (0, 1, 2, 3)
+
+
 @pytest.mark.parametrize(
     ("gpus_free", "ask", "code", "reason"),
     [
