@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +30,28 @@ log = logging.getLogger(__name__)
 Overrides = tuple[dict[str, str], set[str], set[str]]
 """Phases we wrote, pods we evicted, gates we lifted: not yet shown by the watch."""
 
-DECIDE_THREAD = ThreadPoolExecutor(1, thread_name_prefix="decide")
+DECIDE_NICE = 10
+"""How much nicer than the process the decide thread runs (Linux niceness, capped
+at 19). On a shared core the kernel's fair scheduler gives a thread that is runnable
+beside a verb slices of milliseconds (a verb leaves the GIL in its nogil kernels and
+socket calls, and the cycle thread runs then); niced, the cycle gets the CPU while
+the verbs wait on the network, and little while one runs. In a container, niceness
+only ranks the sidecar's own threads. bench/verbs.py churn p99 at 5,000 nodes:
+~5 -> ~3 ms."""
+
+
+def _lower_priority() -> None:
+    """Runs on the decide thread as it starts: Linux nices threads one by one."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(
+            os.PRIO_PROCESS, tid, min(os.getpriority(os.PRIO_PROCESS, tid) + DECIDE_NICE, 19)
+        )
+    except (AttributeError, OSError) as exc:  # not Linux, or not permitted: run as is
+        log.info("decide thread keeps its priority: %s", exc)
+
+
+DECIDE_THREAD = ThreadPoolExecutor(1, thread_name_prefix="decide", initializer=_lower_priority)
 """Where cycles and the preempt verb's sessions are built and run, one at a time
 (they share the plugin instances)."""
 

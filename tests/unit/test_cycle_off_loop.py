@@ -5,6 +5,8 @@ while the loop applies watch events to the live cache."""
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 
 import pytest
@@ -72,3 +74,14 @@ def test_a_slow_cycle_does_not_block_the_event_loop(monkeypatch: pytest.MonkeyPa
     ticks = asyncio.run(main())
     # on the loop, a 0.5 s cycle would let the ticker run 0 times
     assert ticks >= 10, f"the event loop was blocked during the cycle ({ticks} ticks)"
+
+
+def test_the_decide_thread_runs_niced_below_the_event_loop() -> None:
+    def niceness() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    mine = niceness()
+    theirs = loop_mod.DECIDE_THREAD.submit(niceness).result(timeout=10)
+    # the thread started at our niceness, then lowered its own priority
+    assert theirs == min(mine + loop_mod.DECIDE_NICE, 19)
+    assert niceness() == mine  # the calling thread is untouched
