@@ -86,6 +86,10 @@ POLICIES: dict[str, Policy] = {
             _pyextender,
             "the sidecar's shipped config, classes learned online from placed pods",
             learns_classes=True,
+            # as the sidecar: GpuState learns each pod as it binds. Learning from every
+            # arrival instead (placed or not) gave the same allocation within 0.05 pp
+            # on all six openb workloads (10 seeds each).
+            learns_at="bind",
         ),
         Policy("fgd", _fgd, "the paper's FGD: integer scores, GPU by top score"),
         Policy(

@@ -158,14 +158,14 @@ def test_ours_never_sees_the_protocol_classes(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(replay_module, "build_state", spy)
     nodes = [NodeRow(f"n{i}", 32_000, 65536, 2, "T4") for i in range(2)]
-    pods = [_pod("a", 1, 1000), _pod("b", 1, 500)]
+    pods = [_pod("a", 1, 1000), _pod("b", 1, 500), _pod("c", 4, 1000)]  # c fits nowhere
     replay_module.replay(nodes, pods, pods, POLICIES["pyextender"], 42, time.perf_counter)
     replay_module.replay(nodes, pods, pods, POLICIES["fgd"], 42, time.perf_counter)
     ours, fgd = seen
-    # ours learns from the pods that arrived, placed or not; the protocol's classes
-    # (the whole trace's) are only for the metric
+    # ours learns as the sidecar does, from the pods bound (c never is); the
+    # protocol's classes (the whole trace's) are only for the metric
     assert ours.gpu.fixed_classes is None and ours.gpu.learned.counts.total() == 2
-    assert not ours.gpu.learn_on_bind
+    assert ours.gpu.learn_on_bind
     assert fgd.gpu.fixed_classes is not None
 
 
