@@ -20,10 +20,13 @@ agree exactly; callers turn Δ into a score (sigmoid) outside.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numba.extending import overload
 
 from pyextender.api.task_classes import TaskClasses
 from pyextender.kernels.jit import LoopKernel, compile_kernel
@@ -36,6 +39,41 @@ Ints = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 MILLI = 1000
 NO_FIT = -(2**62)
 """Δ of a node the pod does not fit (weighted milli-GPU)."""
+
+
+def weighted_frag(
+    c: Any, total: Any, cnt: Any, low: Any, m_count: Any, cls_num: Any, cls_cpu: Any,
+    cls_mask: Any, cls_milli: Any, cls_w: Any, mid: Any, cpu_fed: Any,
+) -> Any:  # fmt: skip
+    """W of a row whose GPUs leave ``cnt[m]`` fitting and ``low[m]`` milli on the others
+    for class m, with ``c`` milli-cores free: Σ_m w_m F(m), where F(m) is all ``total``
+    free milli when m cannot run there, else the milli on GPUs too small for it (plus,
+    with cpu_fed, what the free CPU cannot feed). In a kernel: compiled (overload below)."""
+    w = 0
+    for m in range(m_count):
+        ok = cls_num[m] > 0 and c >= cls_cpu[m] and cnt[m] >= cls_num[m]
+        if ok and cls_mask[m] != 0:
+            ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
+        v = total
+        if ok:
+            v = low[m]
+            if cpu_fed == 1 and cls_cpu[m] > 0:
+                starved = total - low[m] - (c // cls_cpu[m]) * cls_milli[m] * cls_num[m]
+                if starved > 0:
+                    v += starved
+        w += cls_w[m] * v
+    return w
+
+
+def _weighted_frag_overload(
+    c: Any, total: Any, cnt: Any, low: Any, m_count: Any, cls_num: Any, cls_cpu: Any,
+    cls_mask: Any, cls_milli: Any, cls_w: Any, mid: Any, cpu_fed: Any,
+) -> Callable[..., Any]:  # fmt: skip
+    # numba compiles the interpreter's function itself (same parameters)
+    return weighted_frag
+
+
+overload(weighted_frag)(_weighted_frag_overload)
 
 
 def fgd_loops(
@@ -155,20 +193,10 @@ def fgd_loops(
             cnt[m] = base_gpu[at + q]
             low[m] = base_gpu[at + n_u + q]
         if not fresh:
-            before = 0
-            for m in range(m_count):
-                ok = cls_num[m] > 0 and c >= cls_cpu[m] and cnt[m] >= cls_num[m]
-                if ok and cls_mask[m] != 0:
-                    ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
-                v = total
-                if ok:
-                    v = low[m]
-                    if cpu_fed == 1 and cls_cpu[m] > 0:
-                        starved = total - low[m] - (c // cls_cpu[m]) * cls_milli[m] * cls_num[m]
-                        if starved > 0:
-                            v += starved
-                before += cls_w[m] * v
-            base_before[r] = before
+            base_before[r] = weighted_frag(
+                c, total, cnt, low, m_count, cls_num, cls_cpu, cls_mask, cls_milli, cls_w, mid,
+                cpu_fed,
+            )  # fmt: skip
             base_version[r] = version
             base_cpu[r] = c
             base_valid[r] = True
@@ -177,19 +205,10 @@ def fgd_loops(
         best = NO_FIT
         best_gpu = -1
         if req_num == 0:
-            after = 0
-            for m in range(m_count):
-                ok = cls_num[m] > 0 and c2 >= cls_cpu[m] and cnt[m] >= cls_num[m]
-                if ok and cls_mask[m] != 0:
-                    ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
-                v = total
-                if ok:
-                    v = low[m]
-                    if cpu_fed == 1 and cls_cpu[m] > 0:
-                        starved = total - low[m] - (c2 // cls_cpu[m]) * cls_milli[m] * cls_num[m]
-                        if starved > 0:
-                            v += starved
-                after += cls_w[m] * v
+            after = weighted_frag(
+                c2, total, cnt, low, m_count, cls_num, cls_cpu, cls_mask, cls_milli, cls_w, mid,
+                cpu_fed,
+            )  # fmt: skip
             best = before - after
         elif req_num == 1 and u_req < MILLI:
             for j in range(ng):
