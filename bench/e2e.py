@@ -14,7 +14,8 @@ sidecar. A watch records when each pod is first seen bound.
 
 Reported: pods/s (from the first create to the last bind), per-pod time from
 create to bound p50/p99, per-job time from creating the PodGroup to all 8
-bound p50/p99, and gang pods/s as a ratio of the baseline (budget >= 0.8).
+bound p50/p99, and gang pods/s as a ratio of the baseline (issue 12: >= 1.0,
+Volcano's level; plain pods through our verbs >= 0.9).
 
 --mode framework runs the same phases on a framework-mode cluster: the volcano
 profile is kube-scheduler-pyextender (the gRPC shim); plain volcano pods pass
@@ -466,7 +467,7 @@ def report(results: list[dict[str, Any]], nodes: int) -> None:
         print(
             f"{res['mode']}: gang pods/s vs stock kube-scheduler "
             f"{res['gang_vs_stock_pods_per_s_ratio']:.2f} "
-            f"(goal >= 0.90); members of one gang bound within "
+            f"(goal >= 1.0, Volcano's level); members of one gang bound within "
             f"{res['gangs']['gang_bind_spread_p99_s']:.2f}s of each other (p99)"
         )
     print(json.dumps({"bench": "e2e", "nodes": nodes, "runs": results}))
