@@ -24,6 +24,14 @@ DELETED_MEMORY = 10_000
 """Recently gone pod uids remembered (bounded: ~1 MB at most)."""
 
 
+NOT_IN_SNAPSHOT = (
+    "pending", "pods_by_key", "node_problems", "orphaned_pods", "members", "hypernodes",
+    "deleted_uids", "pod_gone",
+)  # fmt: skip
+"""What the cycle never reads (it reads pods_by_uid, groups, queues, succeeded and the
+state): a snapshot leaves it out rather than copy it on the loop."""
+
+
 class ClusterCache:
     """The sidecar's view of the cluster, fed by informers."""
 
@@ -65,9 +73,8 @@ class ClusterCache:
     def snapshot(self) -> ClusterCache:
         """A copy for a worker thread (the scheduling cycle): it reads this while the
         event loop goes on applying watch events to the original."""
-        snap = reading_copy(self)
+        snap = reading_copy(self, left_out=NOT_IN_SNAPSHOT)
         snap.state = self.state.snapshot()
-        snap.pod_gone = []  # nobody listens to a copy
         return snap
 
     @property

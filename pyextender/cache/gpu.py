@@ -30,6 +30,7 @@ from pyextender.api.gpu import (
 from pyextender.api.objects import NodeInfo, PodInfo
 from pyextender.api.resources import CPU, gpu_count, gpu_resource_in
 from pyextender.api.task_classes import LearnedClasses, TaskClass, TaskClasses
+from pyextender.cache.reading_copy import SharedUntilWritten
 
 MAX_GPUS = 16
 """GPUs per node we model (wider nodes are capped)."""
@@ -58,8 +59,19 @@ def _label_int(node: NodeInfo, key: str) -> int:
     return int(raw) if raw.isdigit() else 0
 
 
-class GpuState:
+class GpuState(SharedUntilWritten):
     """numpy arrays over nodes × GPUs, plus interned names (models, layouts, supernodes)."""
+
+    SHARED = (
+        "count", "usable", "model", "memory_mib", "nvlink", "pcie", "numa", "layout",
+        "tiers", "layout_count", "layout_domain", "models", "_model_ids", "layouts",
+        "_layout_ids", "supernodes", "_supernode_ids", "_topology", "_hypernode_rows",
+    )  # fmt: skip
+    """What only node and HyperNode events change (set_node, set_tiers, clear_node):
+    a snapshot shares it until one side writes (see reading_copy)."""
+    PER_POD = ("placed", "_pod_gpus", "_row_pods")
+    """Which GPUs each pod holds: the bind path's bookkeeping, never read by the cycle,
+    so left out of snapshots."""
 
     def __init__(self, capacity: int) -> None:
         cap = max(capacity, 1)
@@ -139,6 +151,7 @@ class GpuState:
         """Interned id of a GPU model name (bit position in TaskClass.model_mask)."""
         mid = self._model_ids.get(model)
         if mid is None:
+            self.own_shared()
             mid = len(self.models)
             self.models.append(model)
             self._model_ids[model] = mid
@@ -148,6 +161,7 @@ class GpuState:
     def supernode_id(self, name: str) -> int:
         sid = self._supernode_ids.get(name)
         if sid is None:
+            self.own_shared()
             sid = len(self.supernodes)
             self.supernodes.append(name)
             self._supernode_ids[name] = sid
@@ -155,6 +169,7 @@ class GpuState:
 
     def set_tiers(self, row: int, domains: list[str]) -> None:
         """Supernode domains of a node, tier 1 first (HyperNode assignment uses this)."""
+        self.own_shared()
         self._hypernode_rows.add(row)
         self.tiers[row, :] = -1
         for t, name in enumerate(domains[:MAX_TIERS]):
@@ -185,6 +200,7 @@ class GpuState:
 
     def set_node(self, row: int, node: NodeInfo) -> list[str]:
         """(Re)read a node's GPUs. Returns warnings; never raises."""
+        self.own_shared()
         warnings: list[str] = []
         allocatable = gpu_count(node.allocatable)
         raw = node.annotations.get(names.GPU_TOPOLOGY_ANNOTATION)
@@ -248,6 +264,7 @@ class GpuState:
         return warnings
 
     def clear_node(self, row: int) -> None:
+        self.own_shared()
         for uid in self._row_pods.pop(row, ()):
             self.placed.pop(uid, None)
             self._pod_gpus.pop(uid, None)

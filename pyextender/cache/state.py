@@ -16,7 +16,7 @@ import numpy.typing as npt
 from pyextender.api.objects import NodeInfo, PodInfo
 from pyextender.api.resources import CORE_RESOURCES, PODS, is_tracked, with_gpu_number_folded
 from pyextender.cache.gpu import GpuState
-from pyextender.cache.reading_copy import reading_copy
+from pyextender.cache.reading_copy import SharedUntilWritten, reading_copy
 from pyextender.cache.reservations import Reservations
 
 IntArray = npt.NDArray[np.int64]
@@ -36,8 +36,15 @@ class PodRecord:
     assumed: bool
 
 
-class ClusterState:
+class ClusterState(SharedUntilWritten):
     """Allocatable and used amounts per node, plus the pods that use them."""
+
+    SHARED = (
+        "resources", "column", "node_names", "index", "nodes", "_free_rows", "alloc",
+        "live", "schedulable",
+    )  # fmt: skip
+    """What only node events (and a newly seen resource) change: a snapshot shares it
+    until one side writes (see reading_copy)."""
 
     def __init__(self, capacity: int = 64) -> None:
         self.resources: list[str] = list(CORE_RESOURCES)
@@ -76,6 +83,7 @@ class ClusterState:
         if rows <= cap:
             return
         new_cap = max(rows, cap * 2)
+        self.own_shared()
         for attr in ("alloc", "used"):
             old = getattr(self, attr)
             grown = np.zeros((new_cap, old.shape[1]), dtype=np.int64)
@@ -93,6 +101,7 @@ class ClusterState:
         col = self.column.get(resource)
         if col is not None:
             return col
+        self.own_shared()
         self.resources.append(resource)
         col = len(self.resources) - 1
         self.column[resource] = col
@@ -129,6 +138,7 @@ class ClusterState:
     # -- nodes -------------------------------------------------------------
     def set_node(self, node: NodeInfo) -> list[str]:
         """Add or update a node. Returns warnings (e.g. a bad GPU annotation)."""
+        self.own_shared()
         allocatable = with_gpu_number_folded(node.allocatable)
         for name in allocatable:
             if is_tracked(name):
@@ -158,9 +168,10 @@ class ClusterState:
         return self.gpu.set_node(row, node)
 
     def remove_node(self, name: str) -> None:
-        row = self.index.pop(name, None)
-        if row is None:
+        if name not in self.index:
             return
+        self.own_shared()
+        row = self.index.pop(name)
         self.live[row] = False
         self.schedulable[row] = False
         self.alloc[row, :] = 0
@@ -239,7 +250,7 @@ class ClusterState:
         """A copy another thread may read while this state keeps changing (see
         reading_copy); reservations are shared (they are replaced, never edited)."""
         snap = reading_copy(self)
-        snap.gpu = reading_copy(self.gpu, deep=("learned",))
+        snap.gpu = reading_copy(self.gpu, deep=("learned",), left_out=GpuState.PER_POD)
         # The FGD caches are objects whose arrays the gpu-share kernel rewrites in place,
         # without the GIL: shared, the cycle's thread (scoring this copy's older rows)
         # and the verbs (scoring the live rows) could leave a row's cached Δ stamped

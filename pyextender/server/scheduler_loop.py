@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from prometheus_client import Gauge
+
 from pyextender.actions.cycle import run_cycle
 from pyextender.actions.decisions import Decisions
 from pyextender.cache.cluster import ClusterCache
@@ -63,6 +65,16 @@ REMEMBER_S = 30.0
 """How long our own writes override what the watch has not shown yet."""
 
 
+def _release_off_loop(garbage: list[object]) -> None:
+    """Drops the last references to a cycle's snapshot and session on the decide
+    thread: freeing them (dicts and arrays over every pod and node) held the loop
+    ~0.5 ms per cycle at 5,000 nodes, in the verbs' way."""
+    try:
+        DECIDE_THREAD.submit(garbage.clear)
+    except RuntimeError:  # the pool is shut down (interpreter exit)
+        garbage.clear()
+
+
 class SchedulerLoop:
     def __init__(
         self,
@@ -93,6 +105,8 @@ class SchedulerLoop:
         """PodGroup uid -> when we wrote its first phase, Pending."""
         self._writes: set[asyncio.Future[Applied]] = set()
         self.ready_seen: set[str] = set()
+        self._gauges: dict[tuple[Gauge, tuple[str, ...]], float] = {}
+        """Last value set per labelled queue gauge (_gauge)."""
         self.cycles = 0
 
     def _plugins(self) -> tuple[list[list[object]], dict[str, dict[str, bool]]]:
@@ -263,6 +277,9 @@ class SchedulerLoop:
                 (t1 - t0) * 1000,
                 (t2 - t1) * 1000,
             )
+        garbage: list[object] = [ssn, snap]
+        del ssn, snap  # the list holds the last references: freed where it is cleared
+        _release_off_loop(garbage)
         return decisions
 
     def _written(self, task: asyncio.Future[Applied]) -> None:
@@ -283,16 +300,23 @@ class SchedulerLoop:
         for uid in applied.failed_pending:
             self.pended.pop(uid, None)
 
+    def _gauge(self, gauge: Gauge, labels: tuple[str, ...], value: float) -> None:
+        """Sets a labelled gauge when its value moved: ``labels()`` costs microseconds
+        each, and a cycle's queue gauges (queues x resources) mostly stay put."""
+        key = (gauge, labels)
+        if self._gauges.get(key) != value:
+            gauge.labels(*labels).set(value)
+            self._gauges[key] = value
+
     def _observe(self, ssn: Session, now: float) -> None:
         names = ssn.state.resources
+        m = self.metrics
         for q in ssn.queues.values():
             for i, name in enumerate(names):
-                self.metrics.queue_allocated.labels(q.name, name).set(float(q.allocated[i]))
-                self.metrics.queue_deserved.labels(q.name, name).set(float(q.deserved[i]))
-            self.metrics.queue_share.labels(q.name).set(
-                q.share if q.share != float("inf") else -1.0
-            )
-            self.metrics.queue_overused.labels(q.name).set(1.0 if ssn.overused(q) else 0.0)
+                self._gauge(m.queue_allocated, (q.name, name), float(q.allocated[i]))
+                self._gauge(m.queue_deserved, (q.name, name), float(q.deserved[i]))
+            self._gauge(m.queue_share, (q.name,), q.share if q.share != float("inf") else -1.0)
+            self._gauge(m.queue_overused, (q.name,), 1.0 if ssn.overused(q) else 0.0)
         for job in ssn.jobs.values():
             if job.group is None or job.key in self.ready_seen or not job.ready:
                 continue

@@ -33,9 +33,65 @@ def test_snapshot_does_not_see_later_changes() -> None:
     assert (snap.state.used[: snap.state.size, gpu] == used_before).all()
     assert "n0" in snap.state.index and "n0" not in w.cache.state.index
     assert len(snap.pods_by_uid) == 2 and len(w.cache.pods_by_uid) == 4
-    assert snap.members["t/a"] is not w.cache.members["t/a"]
     assert snap.state.gpu is not w.cache.state.gpu
     assert snap.state.gpu.free_mask is not w.cache.state.gpu.free_mask
+
+
+def _node(name: str, cpu: str, gpus: int, topology: str | None = None) -> dict[str, object]:
+    meta: dict[str, object] = {"name": name}
+    if topology is not None:
+        meta["annotations"] = {"pyextender.io/gpu-topology": topology}
+    alloc = {"cpu": cpu, "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    return {"metadata": meta, "status": {"allocatable": alloc}}
+
+
+def test_snapshot_shares_node_fields_until_either_side_writes() -> None:
+    """Node-side fields are shared, not copied, at the snapshot: a node event on the
+    live cache, or a new resource column on the copy, must copy them first."""
+    w = World(nodes=2, gpus=8)
+    live = w.cache.state
+    snap = w.cache.snapshot()
+    assert snap.state.alloc is live.alloc and snap.state.gpu.nvlink is live.gpu.nvlink
+    cpu = live.column["cpu"]
+    row = live.index["n1"]
+    # the live side: n1 shrinks to 32 CPUs and 4 GPUs with a topology, n2 arrives
+    w.cache.node_event("MODIFIED", _node("n1", "32", 4, '{"nvlink": [[0,1],[2,3]]}'))
+    w.cache.node_event("ADDED", _node("n2", "16", 2))
+    assert live.alloc[row, cpu] == 32_000 and snap.state.alloc[row, cpu] == 64_000
+    assert int(live.gpu.count[row]) == 4 and int(snap.state.gpu.count[row]) == 8
+    assert "n2" in live.index and "n2" not in snap.state.index
+    assert snap.state.size == 2 and len(snap.state.gpu.layouts) < len(live.gpu.layouts)
+    # the copy's side: a request naming a resource never seen adds a column to it only
+    width = len(live.resources)
+    vec = snap.state.vector({"cpu": 1000, "example.com/fpga": 1})
+    assert vec.shape[0] == width + 1 and len(snap.state.resources) == width + 1
+    assert len(live.resources) == width and live.alloc.shape[1] == width
+    assert "example.com/fpga" not in live.column
+    # a second snapshot shares the live side's new fields, and is not moved by the first
+    again = w.cache.snapshot()
+    assert again.state.alloc is live.alloc and again.state.alloc[row, cpu] == 32_000
+    w.cache.node_event("DELETED", {"metadata": {"name": "n2"}})
+    assert "n2" in again.state.index and "n2" not in live.index
+
+
+def test_snapshot_leaves_out_what_the_cycle_never_reads() -> None:
+    """Not copied on the loop; a use of it on the cycle's thread fails loudly rather
+    than read the live container."""
+    w = World(nodes=2, gpus=8)
+    w.gang("a", 2, gpus=4, phase="Running", bound=["n0", "n0"])
+    snap = w.cache.snapshot()
+    for read in (
+        lambda: snap.members["t/a"],
+        lambda: len(snap.pods_by_key),
+        lambda: "x" in snap.state.gpu.placed,
+        lambda: snap.deleted_uids.get("x"),
+    ):
+        with pytest.raises(RuntimeError, match="not part of a reading copy"):
+            read()
+    assert w.cache.members["t/a"] and w.cache.state.gpu.placed  # the live ones are there
+    # what the cycle does read is there
+    ssn = SchedulerLoop(w.cache, lambda: load(None), Actuator.__new__(Actuator), Metrics())
+    assert ssn._build(snap, time.time(), {}, set()).jobs["t/a"].bound_count == 2
 
 
 def test_a_slow_cycle_does_not_block_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -70,12 +70,16 @@ def test_gpu_pods_of_a_row_in_a_snapshot_and_after_the_node_goes() -> None:
     snap = s.snapshot()
     s.remove_pod(first.uid)
     assert s.gpu.pod_gpus(first.uid) == () and s.gpu.pod_gpus(second.uid) == (2, 3, 4, 5)
-    assert snap.gpu.pod_gpus(first.uid) == (0, 1)  # the copy keeps what it saw
+    # the copy keeps the free GPUs it saw; which pod holds which GPU is the bind
+    # path's bookkeeping, left out of the copy (the cycle never reads it)
+    with pytest.raises(RuntimeError, match=r"GpuState\.placed is not part of a reading copy"):
+        snap.gpu.pod_gpus(first.uid)
     assert list(snap.gpu.free_milli[0, :8]) == [0] * 6 + [1000] * 2
     assert list(s.gpu.free_milli[0, :8]) == [1000, 1000] + [0] * 4 + [1000] * 2
     s.remove_node("a")
     assert s.gpu.pod_gpus(second.uid) == () and second.uid not in s.gpu.placed
-    assert snap.gpu.pod_gpus(second.uid) == (2, 3, 4, 5)
+    assert list(snap.gpu.free_milli[0, :8]) == [0] * 6 + [1000] * 2
+    assert int(snap.gpu.count[0]) == 8 and int(s.gpu.count[0]) == 0
     s.add_pod(second, "b")  # placed afresh elsewhere
     assert s.gpu.pod_gpus(second.uid) == (0, 1, 2, 3)
 
