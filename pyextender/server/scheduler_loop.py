@@ -22,7 +22,7 @@ from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.action_args import require_fit
 from pyextender.framework.config import SchedulerConfig
 from pyextender.framework.session import Session
-from pyextender.framework.snapshot import build_session
+from pyextender.framework.snapshot import TaskMemo, build_session
 from pyextender.plugins.registry import REGISTRY
 from pyextender.server.actuator import Actuator, Allowed, Applied
 from pyextender.server.metrics import Metrics
@@ -105,6 +105,9 @@ class SchedulerLoop:
         """PodGroup uid -> when we wrote its first phase, Pending."""
         self._writes: set[asyncio.Future[Applied]] = set()
         self.ready_seen: set[str] = set()
+        self._task_memo = TaskMemo()
+        """Unchanged pods' Tasks from one session to the next; used on the decide
+        thread only (cycles and the preempt verb's sessions, one at a time)."""
         self._gauges: dict[tuple[Gauge, tuple[str, ...]], float] = {}
         """Last value set per labelled queue gauge (_gauge)."""
         self.cycles = 0
@@ -139,9 +142,10 @@ class SchedulerLoop:
         phases: dict[str, str],
         evicting: set[str],
         lifting: set[str] | None = None,
+        memo: TaskMemo | None = None,
     ) -> Session:
         tiers, options = self._plugins()
-        return build_session(cache, tiers, now, options, phases, evicting, lifting)
+        return build_session(cache, tiers, now, options, phases, evicting, lifting, memo)
 
     def session(self, now: float | None = None) -> Session:
         """A session over the live cache, built on the calling thread (tests, tools)."""
@@ -155,7 +159,10 @@ class SchedulerLoop:
         snap = self.cache.snapshot()
         overrides = self._overrides(now)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(DECIDE_THREAD, self._build, snap, now, *overrides)
+        phases, evicting, lifting = overrides
+        return await loop.run_in_executor(
+            DECIDE_THREAD, self._build, snap, now, phases, evicting, lifting, self._task_memo
+        )
 
     def decide(
         self,
@@ -167,7 +174,7 @@ class SchedulerLoop:
         live one), so it may run on the decide thread over a snapshot."""
         cache = self.cache if cache is None else cache
         phases, evicting, lifting = overrides if overrides is not None else self._overrides(now)
-        ssn = self._build(cache, now, phases, evicting, lifting)
+        ssn = self._build(cache, now, phases, evicting, lifting, self._task_memo)
         sla = "sla" in self._options
         cfg = self.config()
         start = time.perf_counter()
