@@ -1,0 +1,152 @@
+"""What one scheduling cycle costs the event loop and the decide thread.
+
+The cache of bench/verbs.py (N nodes with 8 GPUs, ~0.9 N running pods) takes the
+churn of its churn scenario (per tick one pod finishes, one binds and a gang pod
+arrives) and, every --ticks ticks, the actions loop's work is timed part by part:
+
+  snapshot      cache.snapshot() on the loop (what every verb may wait for)
+  snapshot_full the same cache copied whole, every field (how snapshots were taken
+                before: the baseline, measured in the same run)
+  decide        session build + actions on the decide thread, Tasks kept between
+                cycles (TaskMemo)
+  decide_fresh  the same with every Task built afresh (no memo: the baseline)
+
+Usage: python bench/cycle_cost.py [--nodes 5000] [--cycles 200] [--ticks 10]
+Last line: one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from verbs import NoWrites, build_extender, pod_doc
+
+from pyextender.cache.cluster import ClusterCache
+from pyextender.cache.reading_copy import _fields, copy_value
+from pyextender.plugins.defaults import load
+from pyextender.server.scheduler_loop import SchedulerLoop
+
+
+def full_copy(obj: Any, deep: tuple[str, ...] = ()) -> Any:
+    """Every field copied (arrays and containers), nothing left out or shared."""
+    new = copy.copy(obj)
+    for name in _fields(obj):
+        value = getattr(obj, name)
+        setattr(new, name, full_copy(value) if name in deep else copy_value(value))
+    return new
+
+
+def snapshot_full(cache: ClusterCache) -> ClusterCache:
+    snap = full_copy(cache)
+    snap.state = full_copy(cache.state)
+    snap.state.gpu = full_copy(cache.state.gpu, deep=("learned",))
+    snap.state.gpu.fgd_memo = {}
+    snap.state.gpu.fgd_base = {}
+    return snap  # type: ignore[no-any-return]
+
+
+class Churn:
+    """The churn of bench/verbs.py, applied synchronously."""
+
+    def __init__(self, cache: ClusterCache, nodes: int) -> None:
+        self.cache, self.nodes = cache, nodes
+        self.rng = np.random.default_rng(7)
+        self.running = list(cache.state.pods)
+        self.pending: list[dict[str, Any]] = []
+        self.tick = 0
+
+    def step(self) -> None:
+        self.tick += 1
+        cache, rng, t = self.cache, self.rng, self.tick
+        uid = self.running.pop(int(rng.integers(0, len(self.running))))
+        rec = cache.state.pods.get(uid)
+        if rec is not None:
+            cache.pod_event("DELETED", pod_doc(rec.pod.name, 1, None))
+        name = f"churn-{t}"
+        node = f"node-{int(rng.integers(0, self.nodes)):05d}"
+        cache.pod_event("ADDED", pod_doc(name, int(rng.integers(1, 3)), node))
+        self.running.append(f"uid-{name}")
+        doc = pod_doc(f"wait-{t}", int(rng.integers(1, 9)), None)
+        doc["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": f"g{t // 4}"}
+        cache.pod_event("ADDED", doc)
+        self.pending.append(doc)
+        if len(self.pending) > 200:
+            cache.pod_event("DELETED", self.pending.pop(0))
+
+
+def ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--cycles", type=int, default=200)
+    ap.add_argument("--ticks", type=int, default=10, help="churn ticks between two cycles")
+    args = ap.parse_args()
+    ext = build_extender(args.nodes)
+    cache = ext.cache
+    cfg = load(None)
+    with_memo = SchedulerLoop(cache, lambda: cfg, NoWrites(), ext.metrics)  # type: ignore[arg-type]
+    fresh = SchedulerLoop(cache, lambda: cfg, NoWrites(), ext.metrics)  # type: ignore[arg-type]
+    churn = Churn(cache, args.nodes)
+    gc.collect()
+    gc.freeze()  # as the sidecar does once synced
+    times: dict[str, list[float]] = {
+        k: [] for k in ("snapshot", "snapshot_full", "decide", "decide_fresh")
+    }
+    print(f"{args.nodes} nodes, {len(cache.pods_by_uid)} pods, {args.cycles} cycles", flush=True)
+    for c in range(args.cycles):
+        for _ in range(args.ticks):
+            churn.step()
+        now = time.time()
+        t0 = time.perf_counter()
+        full = snapshot_full(cache)
+        times["snapshot_full"].append(ms(t0))
+        del full
+        t0 = time.perf_counter()
+        snap = cache.snapshot()
+        times["snapshot"].append(ms(t0))
+        overrides = with_memo._overrides(now)
+        t0 = time.perf_counter()
+        ssn, _ = with_memo.decide(now, snap, overrides)
+        times["decide"].append(ms(t0))
+        t0 = time.perf_counter()
+        fresh._task_memo.width = -1  # every Task afresh
+        ssn_fresh, _ = fresh.decide(now, snap, overrides)
+        times["decide_fresh"].append(ms(t0))
+        del ssn_fresh, ssn, snap
+        if (c + 1) % 50 == 0:
+            print(f"  {c + 1}/{args.cycles} cycles", flush=True)
+    res: dict[str, Any] = {
+        "bench": "cycle_cost",
+        "nodes": args.nodes,
+        "pods": len(cache.pods_by_uid),
+    }
+    print(f"{'part':<14} {'p50 ms':>8} {'p99 ms':>8}")
+    for part, values in times.items():
+        p50, p99 = (float(np.percentile(values, q)) for q in (50, 99))
+        res[f"{part}_p50_ms"], res[f"{part}_p99_ms"] = round(p50, 3), round(p99, 3)
+        print(f"{part:<14} {p50:>8.3f} {p99:>8.3f}")
+    res["snapshot_vs_full_p50"] = round(res["snapshot_full_p50_ms"] / res["snapshot_p50_ms"], 2)
+    res["decide_vs_fresh_p50"] = round(res["decide_fresh_p50_ms"] / res["decide_p50_ms"], 2)
+    print(
+        f"snapshot on the loop {res['snapshot_vs_full_p50']}x cheaper than a whole copy; "
+        f"decide {res['decide_vs_fresh_p50']}x cheaper with Tasks kept"
+    )
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
