@@ -32,14 +32,18 @@ log = logging.getLogger(__name__)
 Overrides = tuple[dict[str, str], set[str], set[str]]
 """Phases we wrote, pods we evicted, gates we lifted: not yet shown by the watch."""
 
-DECIDE_NICE = 10
+DECIDE_NICE = 19
 """How much nicer than the process the decide thread runs (Linux niceness, capped
 at 19). On a shared core the kernel's fair scheduler gives a thread that is runnable
 beside a verb slices of milliseconds (a verb leaves the GIL in its nogil kernels and
 socket calls, and the cycle thread runs then); niced, the cycle gets the CPU while
 the verbs wait on the network, and little while one runs. In a container, niceness
-only ranks the sidecar's own threads. bench/verbs.py churn p99 at 5,000 nodes:
-~5 -> ~3 ms."""
+only ranks the sidecar's own threads. bench/verbs.py churn p99 at 5,000 nodes,
+filter / prioritize: ~5 ms at niceness 0; 2.5-2.6 / 3.5-4.2 ms at 10; 2.4-2.6 /
+2.0-2.2 ms at 19 (same session, two runs each). The idle class (SCHED_IDLE) did
+little better (2.3 / 1.8-1.9) but can starve a cycle on a saturated core, and an
+unprivileged process cannot leave it again; at 19 a cycle keeps a share of 15/1024
+against a busy thread of niceness 0."""
 
 
 def _lower_priority() -> None:
