@@ -112,14 +112,21 @@ class ClusterState(SharedUntilWritten):
 
     def vector(self, requests: Mapping[str, int]) -> IntArray:
         """Request vector over the columns; a pod always asks for one pod slot."""
+        return self.shared_vector(requests).copy()  # callers may add to theirs
+
+    def shared_vector(self, requests: Mapping[str, int]) -> IntArray:
+        """The same vector, read-only and shared by every caller with these requests
+        (the session's Tasks: pods ask for a few hundred distinct amounts at most, so
+        100,000 Tasks need not hold 100,000 arrays)."""
         key = tuple(requests.items())
         known = self._vectors.get(key)
         if known is not None and known.shape[0] == len(self.resources):
-            return known.copy()  # callers may add to theirs
+            return known
         vec = self._vector(requests)
+        vec.flags.writeable = False
         if len(self._vectors) >= VECTOR_MEMO:
             self._vectors.clear()  # a few thousand distinct requests: start over
-        self._vectors[key] = vec.copy()
+        self._vectors[key] = vec
         return vec
 
     def _vector(self, requests: Mapping[str, int]) -> IntArray:

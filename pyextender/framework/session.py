@@ -62,6 +62,11 @@ class Task:
         return bool(self.pod.gates)
 
 
+_NOTHING: IntArray = np.zeros(0, dtype=np.int64)
+_NOTHING.flags.writeable = False
+"""A Job's vectors until the session builder sets them (shared, read-only)."""
+
+
 @dataclass(slots=True)
 class Job:
     """A PodGroup (or a lone pod) and its tasks."""
@@ -74,14 +79,14 @@ class Job:
     min_member: int
     tasks: list[Task]
     group: GroupView | None = None
-    allocated: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    allocated: IntArray = field(default_factory=lambda: _NOTHING)
     share: float = 0.0
     """Dominant resource share (set by drf)."""
     running_estimate: float | None = None
     """Expected run time in seconds, when known (backfill)."""
     sla_wait: float | None = None
     """Seconds after which the job gets nodes reserved (sla)."""
-    held: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    held: IntArray = field(default_factory=lambda: _NOTHING)
     """What an admitted (Inqueue) gang whose gates are still on holds of its queue's
     ``inqueue`` (its minResources, or its needed members' requests): the queue's
     room is promised to it between enqueue and the lifting of its gates."""

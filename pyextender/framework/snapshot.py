@@ -62,9 +62,9 @@ class TaskMemo:
     over (the actions loop): a pod whose PodInfo object, node and resource columns
     are unchanged gets its Task back instead of a new one and a new request vector.
     Most pods do not change between two cycles; at 4,590 pods this is most of a
-    session's build (bench: build_session per-pod loop). A kept Task's request is
-    read-only, so a session that tried to change it in place would fail, not leak
-    into the next one."""
+    session's build (bench/cycle_cost.py). A kept Task's request is the state's
+    shared read-only vector for those requests, so a session that tried to change it
+    in place would fail, not leak into the next one or into other Tasks."""
 
     def __init__(self) -> None:
         self.width = -1
@@ -116,9 +116,7 @@ def build_session(
                     pod = replace(pod, gates=tuple(g for g in pod.gates if g != GANG_GATE))
                 task = Task(pod=pod, request=state.vector(pod.requests), node=node)
             else:
-                request = state.vector(pod.requests)
-                request.flags.writeable = False
-                task = Task(pod=pod, request=request, node=node)
+                task = Task(pod=pod, request=state.shared_vector(pod.requests), node=node)
                 kept[uid] = (pod, node, task, group_key, key)
         job = jobs.get(key)
         if job is None:
@@ -164,8 +162,11 @@ def build_session(
                 tasks=[],
                 group=group,
             )
+    # One read-only zero vector for every job that holds nothing (most jobs, pending or
+    # lone pods): at 100,000 jobs a vector each was ~50 MB per session.
+    zero = np.zeros(width, dtype=np.int64)
+    zero.flags.writeable = False
     for job in jobs.values():
-        job.allocated = np.zeros(width, dtype=np.int64)
         if width != start_width and any(t.request.shape[0] < width for t in job.tasks):
             # a column was added: new Tasks (a kept one may be in another session's use)
             job.tasks = [
@@ -174,9 +175,13 @@ def build_session(
                 else t
                 for t in job.tasks
             ]
-        for t in job.tasks:
-            if t.bound:
-                job.allocated += t.request
+        bound = [t.request for t in job.tasks if t.bound]
+        if not bound:
+            job.allocated = zero
+        elif len(bound) == 1 and not bound[0].flags.writeable:
+            job.allocated = bound[0]  # a kept Task's read-only request
+        else:
+            job.allocated = np.add.reduce(bound)
         if job.group is not None:
             job.succeeded = cache.succeeded_members(job.key)
             est = _duration(job.group.annotations.get(RUNNING_ESTIMATE_ANNOTATION))
@@ -200,18 +205,18 @@ def build_session(
             held=zero.copy(),
         )
     for job in jobs.values():
-        job.held = np.zeros(width, dtype=np.int64)
+        job.held = zero
         q = queues.get(job.queue)
         if q is None:
             continue
         q.allocated += job.allocated
         q.request += job.allocated
-        opened = np.zeros(width, dtype=np.int64)
+        opened = zero
         opened_count = 0
         for t in job.pending:
             q.request += t.request
             if job.phase == "Inqueue" and not t.gated and not t.pod.deleting:
-                opened += t.request
+                opened = opened + t.request
                 opened_count += 1
         # Ungated members count as the queue's only when the gang as a whole is through
         # its gates (allocate lifts minMember at once): fewer than that were released by
@@ -220,7 +225,7 @@ def build_session(
         if job.bound_count + job.succeeded + opened_count >= job.min_member:
             q.inqueue += opened
         else:
-            opened = np.zeros(width, dtype=np.int64)
+            opened = zero
         if job.phase == "Inqueue" and job.group is not None:
             job.held = _held(job, opened, width, state.column)
             q.inqueue += job.held

@@ -27,6 +27,7 @@ and only while they stay at or above it.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -198,19 +199,22 @@ class Proportion:
 
     def __init__(self, args: Args) -> None:
         self.args = args
-        self._reach: tuple[Session | None, dict[str, FloatArray]] = (None, {})
-        """(the session, queue -> reach) computed at open_session; the session itself,
-        not its id, so a later session at the same address never reads stale reaches."""
+        self._reach: tuple[weakref.ref[Session] | None, dict[str, FloatArray]] = (None, {})
+        """(the session, queue -> reach) computed at open_session. A weak reference to
+        the session itself, not its id: a later session at the same address never reads
+        stale reaches, and a finished session (its snapshot of every pod and node) is
+        not kept alive until the next cycle opens."""
 
     def reach(self, ssn: Session, q: QueueState) -> FloatArray:
         """The most q's subtree may hold (see ``reaches``)."""
-        if self._reach[0] is not ssn:
-            self._reach = (ssn, _session_reaches(ssn))
+        ref = self._reach[0]
+        if ref is None or ref() is not ssn:
+            self._reach = (weakref.ref(ssn), _session_reaches(ssn))
         got = self._reach[1].get(q.name)
         return got if got is not None else _cap(ssn, q)
 
     def open_session(self, ssn: Session) -> None:
-        self._reach = (ssn, _session_reaches(ssn))
+        self._reach = (weakref.ref(ssn), _session_reaches(ssn))
         queues = {n: q for n, q in ssn.queues.items() if n != "root"}
         own_want = {
             n: np.minimum(q.request.astype(np.float64), _cap(ssn, q)) for n, q in queues.items()
