@@ -162,9 +162,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def serve_under_load(
-    ext: Extender, nodes: int, seconds: float
-) -> tuple[float, float, int]:
+async def serve_under_load(ext: Extender, nodes: int, seconds: float) -> tuple[float, float, int]:
     """(max RSS MB and max anonymous RSS MB sampled while a client loads the verbs,
     pairs served)."""
     import uvicorn
