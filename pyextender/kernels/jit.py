@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
@@ -55,3 +56,53 @@ def _popcount_overload(x: Any) -> Callable[[Any], Any]:
 
 
 overload(popcount, inline="always")(_popcount_overload)
+
+
+def unsigned(x: int) -> int:
+    """A non-negative int as an index that needs no wrap-around: in a kernel a uint64
+    (numba checks every signed index for a negative value, a compare and select per
+    access that also keeps loops from vectorising), in the interpreter ``x`` itself."""
+    return x
+
+
+def _unsigned_overload(x: Any) -> Callable[[Any], Any]:
+    def impl(x: Any) -> Any:
+        return np.uint64(x)
+
+    return impl
+
+
+overload(unsigned, inline="always")(_unsigned_overload)
+
+
+def index_slots(scratch: Any, start: int, stop: int) -> Any:
+    """``stop - start`` slots for unsigned indices: in a kernel ``scratch[start:stop]``
+    seen as uint64 (no allocation), in the interpreter a new list (a list slice would
+    be a copy anyway). Every slot must be written before it is read."""
+    return [0] * (stop - start)
+
+
+def _index_slots_overload(scratch: Any, start: Any, stop: Any) -> Callable[..., Any]:
+    def impl(scratch: Any, start: Any, stop: Any) -> Any:
+        return scratch[start:stop].view(np.uint64)
+
+    return impl
+
+
+overload(index_slots, inline="always")(_index_slots_overload)
+
+
+def signed(x: int) -> int:
+    """An index from ``unsigned`` back as an int64, for arithmetic with signed values
+    (numba turns uint64 − int64 into a float); in the interpreter ``x`` itself."""
+    return x
+
+
+def _signed_overload(x: Any) -> Callable[[Any], Any]:
+    def impl(x: Any) -> Any:
+        return np.int64(x)
+
+    return impl
+
+
+overload(signed, inline="always")(_signed_overload)

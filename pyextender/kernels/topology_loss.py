@@ -33,7 +33,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pyextender.kernels.jit import LoopKernel, compile_kernel, popcount
+from pyextender.kernels.jit import (
+    LoopKernel,
+    compile_kernel,
+    index_slots,
+    popcount,
+    signed,
+    unsigned,
+)
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -70,9 +77,10 @@ def topology_loops(
     memo_loss: I64,
     memo_score: F64,
     scratch: I64,  # [scratch_size(L, S, stride, n)], see the layout below
-    out_mask: I64,  # [n] chosen GPUs as a bitmask
+    full: int,  # 0: only out_dom and out_score are written (what filter and score read)
+    out_mask: I64,  # [n] chosen GPUs as a bitmask (when full)
     out_dom: I32,  # [n] domains crossed, 0 = does not fit
-    out_loss: I64,  # [n] weighted GPUs
+    out_loss: I64,  # [n] weighted GPUs (when full)
     out_score: F64,  # [n]
 ) -> None:
     # scratch: per layout LAY_FIELDS fields (GPUs, domains, GPUs in the largest
@@ -90,7 +98,7 @@ def topology_loops(
     lt = tk + stride
     lb = lt + n_lay * sq
     ky = lb + n_lay * (stride + 1)
-    work = ky + n
+    work = ky + n  # the keys' slots are seen as unsigned (index_slots)
     offset = 0
     for lid in range(n_lay):
         at = lid * LAY_FIELDS
@@ -119,18 +127,21 @@ def topology_loops(
         scratch[at + 3] = (1 << c) - 1
         scratch[at + 4] = offset
         offset += 1 << c
-    # pass 1: each node's memo key; a (layout, mask) pair not yet computed for this
-    # request is marked (stamp negated), to be computed after the pass: stores of a
-    # work list in this loop cost ~15 ns per pair (cold call at 10k nodes: +12 µs)
+    # pass 1: each node's memo key, in a loop of its own with no branch (the compiler
+    # vectorises it); keys are unsigned, so indexing the memo with them needs no
+    # negative-index wrap-around (a compare and select per access). Bits past the
+    # layout's GPUs mean nothing (as in the references) and would index past the
+    # layout's memo block. Together: −8 µs of a cold call at 10k nodes, −6 µs warm.
+    keys = index_slots(scratch, ky, ky + n)
+    for i in range(n):
+        at = layout[i] * LAY_FIELDS
+        keys[i] = unsigned(scratch[at + 4] + (free_mask[i] & scratch[at + 3]))
+    # a (layout, mask) pair not yet computed for this request is marked (stamp
+    # negated), to be computed after the pass: stores of a work list in this loop
+    # cost ~15 ns per pair (cold call at 10k nodes: +12 µs)
     missing = 0
     for i in range(n):
-        lid = layout[i]
-        at = lid * LAY_FIELDS
-        # bits past the layout's GPUs mean nothing (as in the references) and would
-        # index past the layout's memo block
-        free = free_mask[i] & scratch[at + 3]
-        key = scratch[at + 4] + free
-        scratch[ky + i] = key
+        key = keys[i]
         if memo_stamp[key] != stamp:
             memo_stamp[key] = -stamp
             missing += 1
@@ -187,11 +198,12 @@ def topology_loops(
                 missing += 1
     if listed and missing < todo:
         for i in range(n):
-            key = scratch[ky + i]
+            key = keys[i]
             if memo_stamp[key] == -stamp:
                 memo_stamp[key] = stamp
                 lid = layout[i]
-                scratch[work + missing] = (lid << 32) | (key - scratch[lid * LAY_FIELDS + 4])
+                free = signed(key) - scratch[lid * LAY_FIELDS + 4]
+                scratch[work + missing] = (lid << 32) | free
                 missing += 1
     for e in range(missing):
         lid = scratch[work + e] >> 32
@@ -254,16 +266,17 @@ def topology_loops(
         memo_loss[key] = loss
         memo_score[key] = score
     # pass 2: one gather per output (simple loops the compiler vectorises; a fused
-    # loop with four stores was ~40 % slower at 10k nodes)
-    keys = scratch[ky : ky + n]
-    for i in range(n):
-        out_mask[i] = memo_mask[keys[i]]
+    # loop with four stores was ~40 % slower at 10k nodes), ~3.3 µs each at 10k nodes:
+    # the chosen sets and losses only when asked for (the verbs read neither)
     for i in range(n):
         out_dom[i] = memo_dom[keys[i]]
     for i in range(n):
-        out_loss[i] = memo_loss[keys[i]]
-    for i in range(n):
         out_score[i] = memo_score[keys[i]]
+    if full:
+        for i in range(n):
+            out_mask[i] = memo_mask[keys[i]]
+        for i in range(n):
+            out_loss[i] = memo_loss[keys[i]]
 
 
 _topology_jit = compile_kernel(topology_loops)
@@ -299,6 +312,17 @@ class TopologyResult:
     loss: I64
     score: F64
 
+
+@dataclass(frozen=True, slots=True)
+class TopologyFit:
+    """Per node: domains crossed (0 = no fit) and score; what filter and score read."""
+
+    domains: I32
+    score: F64
+
+
+_NO_I64: I64 = np.empty(0, dtype=np.int64)
+"""The outputs a call without ``full`` does not write."""
 
 MEMO_BANKS = 8
 """Requests (k, sizes, weights, layouts) whose memo is kept at once: pods of a few GPU
@@ -418,25 +442,62 @@ class TopologyKernel:
         weight: float = 1.0,
         loss_weight: float = 1.0,
     ) -> TopologyResult:
-        """numba kernel over all given nodes."""
-        bank = self._bank(layouts, k, sizes, size_w, weight, loss_weight)
+        """numba kernel over all given nodes: every output."""
         n = int(free_mask.shape[0])
-        stride = int(layouts.domain.shape[1])
         out = TopologyResult(
             np.empty(n, dtype=np.int64),
             np.empty(n, dtype=np.int32),
             np.empty(n, dtype=np.int64),
             np.empty(n, dtype=np.float64),
         )
+        self._call(free_mask, layout, layouts, k, sizes, size_w, weight, loss_weight, out)
+        return out
+
+    def fit(
+        self,
+        free_mask: I64,
+        layout: I32,
+        layouts: Layouts,
+        k: int,
+        sizes: I64,
+        size_w: I64,
+        weight: float = 1.0,
+        loss_weight: float = 1.0,
+    ) -> TopologyFit:
+        """The same call with only domains and score written (filter and score read
+        nothing else): two gathers over the nodes instead of four."""
+        n = int(free_mask.shape[0])
+        out = TopologyFit(np.empty(n, dtype=np.int32), np.empty(n, dtype=np.float64))
+        self._call(free_mask, layout, layouts, k, sizes, size_w, weight, loss_weight, out)
+        return out
+
+    def _call(
+        self,
+        free_mask: I64,
+        layout: I32,
+        layouts: Layouts,
+        k: int,
+        sizes: I64,
+        size_w: I64,
+        weight: float,
+        loss_weight: float,
+        out: TopologyResult | TopologyFit,
+    ) -> None:
+        bank = self._bank(layouts, k, sizes, size_w, weight, loss_weight)
+        n = int(free_mask.shape[0])
+        stride = int(layouts.domain.shape[1])
+        if isinstance(out, TopologyResult):
+            full, mask, loss = 1, out.mask, out.loss
+        else:
+            full, mask, loss = 0, _NO_I64, _NO_I64
         _topology_jit(
             n, stride,
             np.ascontiguousarray(free_mask, dtype=np.int64),
             np.ascontiguousarray(layout, dtype=np.int32),
             *bank.prepared, bank.stamp, *bank.memo,
             self._scratch_for(layouts, int(sizes.shape[0]), n),
-            out.mask, out.domains, out.loss, out.score,
+            full, mask, out.domains, loss, out.score,
         )  # fmt: skip
-        return out
 
     def run_python(
         self,
@@ -460,7 +521,7 @@ class TopologyKernel:
         scratch = [0] * scratch_size(int(layouts.count.shape[0]), int(sizes.shape[0]), stride, n)
         outs: list[list[int] | list[float]] = [[0] * n, [0] * n, [0] * n, [0.0] * n]
         _topology_loops_python(
-            n, stride, free_mask.tolist(), layout.tolist(), *prepared, 1, *memo, scratch, *outs
+            n, stride, free_mask.tolist(), layout.tolist(), *prepared, 1, *memo, scratch, 1, *outs
         )
         return TopologyResult(
             np.asarray(outs[0], dtype=np.int64),
