@@ -39,6 +39,9 @@ def copy_value(value: Any) -> Any:
         return out
     if isinstance(value, list | set):
         return value.copy()
+    copy_for_reading = getattr(value, "copy_for_reading", None)
+    if copy_for_reading is not None:  # a container of our own (GroupMembers)
+        return copy_for_reading()
     return value
 
 
@@ -63,7 +66,7 @@ class NotInCopy:
         raise RuntimeError(f"{self._what} is not part of a reading copy of the cache")
 
     __getitem__ = __setitem__ = __delitem__ = __contains__ = __iter__ = __len__ = _refuse
-    get = pop = items = keys = values = add = discard = append = _refuse
+    get = pop = items = keys = values = add = discard = append = uids = count = _refuse
 
 
 class SharedUntilWritten:

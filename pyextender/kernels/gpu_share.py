@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -358,6 +358,9 @@ class FgdMemo:
     delta: I64
     gpu: I32
     score: F64
+
+    ROW_BYTES: ClassVar[int] = 1 + 8 + 8 + 8 + 8 + 4 + 8
+    """Bytes per row of the seven arrays."""
 
     @staticmethod
     def empty(rows: int) -> FgdMemo:

@@ -72,7 +72,22 @@ class _Memo:
 
 
 MEMO_SHAPES = 64
-"""Pod shapes whose Δs are kept (oldest dropped first)."""
+"""Pod shapes whose Δs are kept at most (the least recently used dropped first)."""
+
+MEMO_BYTES = 16 * 2**20
+"""What those memos may hold together (~45 bytes per row and shape): at 10,000 nodes
+64 shapes were 30 MB, the largest part of the verbs' memory under load
+(bench/memory.py), so larger clusters keep fewer shapes (36 at 10,000 nodes; all 64
+up to ~5,800)."""
+
+MIN_SHAPES = 8
+"""Shapes kept whatever the cluster's size: the pods of a few jobs in turn."""
+
+
+def memo_shapes(cap: int) -> int:
+    """Pod shapes whose Δs are kept for a state of ``cap`` rows."""
+    per_shape = max(cap, 1) * FgdMemo.ROW_BYTES
+    return max(MIN_SHAPES, min(MEMO_SHAPES, MEMO_BYTES // per_shape))
 
 
 def gradient(
@@ -98,12 +113,12 @@ def gradient(
     if not isinstance(base, FgdBase) or base.classes is not classes or base.total.shape[0] != cap:
         base = FgdBase.empty(classes, cpu_fed, cap)
         gpu.fgd_base[cpu_fed] = base
-    memo = gpu.fgd_memo.get(key)
+    memo = gpu.fgd_memo.pop(key, None)  # put back last: the most recently used
     if memo is None or memo.classes is not classes or memo.rows.delta.shape[0] != cap:
-        if len(gpu.fgd_memo) >= MEMO_SHAPES:
+        while len(gpu.fgd_memo) >= memo_shapes(cap):
             gpu.fgd_memo.pop(next(iter(gpu.fgd_memo)))
         memo = _Memo(classes, FgdMemo.empty(cap))
-        gpu.fgd_memo[key] = memo
+    gpu.fgd_memo[key] = memo
     state = ctx.state
     arrays = FgdRows(
         state.alloc, state.used, state.column[CPU], gpu.free_milli, gpu.count, gpu.usable,

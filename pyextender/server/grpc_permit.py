@@ -63,9 +63,9 @@ def quorum(cache: ClusterCache, pod: PodInfo, waiting: Iterable[str]) -> Quorum:
         return Quorum(key, 1, 0)
     # members that Succeeded count too (a late elastic member must not wait for
     # minMember new ones)
-    counted = {pod.uid, *waiting, *cache.succeeded.get(key, ())}
+    counted = {pod.uid, *waiting, *cache.succeeded.uids(key)}
     held = cache.state.pods
-    for uid in cache.members.get(key, ()):
+    for uid in cache.members.uids(key):
         member = cache.pods_by_uid.get(uid)
         if member is not None and member.node_name and not member.deleting:
             counted.add(uid)

@@ -81,14 +81,14 @@ def test_snapshot_leaves_out_what_the_cycle_never_reads() -> None:
     w.gang("a", 2, gpus=4, phase="Running", bound=["n0", "n0"])
     snap = w.cache.snapshot()
     for read in (
-        lambda: snap.members["t/a"],
+        lambda: snap.members.uids("t/a"),
         lambda: len(snap.pods_by_key),
         lambda: "x" in snap.state.gpu.placed,
         lambda: snap.deleted_uids.get("x"),
     ):
         with pytest.raises(RuntimeError, match="not part of a reading copy"):
             read()
-    assert w.cache.members["t/a"] and w.cache.state.gpu.placed  # the live ones are there
+    assert w.cache.members.uids("t/a") and w.cache.state.gpu.placed  # the live ones are there
     # what the cycle does read is there
     ssn = SchedulerLoop(w.cache, lambda: load(None), Actuator.__new__(Actuator), Metrics())
     assert ssn._build(snap, time.time(), {}, set()).jobs["t/a"].bound_count == 2

@@ -165,6 +165,33 @@ def test_fgd_memo_recomputes_exactly_the_rows_that_changed() -> None:
     assert memoised[0] == first[0] and memoised[2] == first[2]
 
 
+def test_fgd_memos_are_bounded_in_bytes_and_keep_the_shapes_in_use() -> None:
+    from pyextender.kernels.gpu_share import FgdMemo
+
+    memo = FgdMemo.empty(10)
+    assert FgdMemo.ROW_BYTES * 10 == sum(getattr(memo, f).nbytes for f in memo.__slots__)
+    assert gpu_share.memo_shapes(1000) == gpu_share.MEMO_SHAPES
+    big = gpu_share.memo_shapes(10_000)
+    assert gpu_share.MIN_SHAPES < big < gpu_share.MEMO_SHAPES
+    assert big * 10_000 * FgdMemo.ROW_BYTES <= gpu_share.MEMO_BYTES
+    assert gpu_share.memo_shapes(10**7) == gpu_share.MIN_SHAPES
+    state = _state([("a", ""), ("b", "")])
+    state.add_pod(_pod("seed", {GPU: 1}, {PYEXTENDER_GPU_MILLI: "500"}), "a")
+    state.gpu.fixed_classes = state.gpu.classes()
+    rows = state.live_rows()
+    shapes = [{CPU: 1000 + i, GPU: 1} for i in range(gpu_share.MEMO_SHAPES + 5)]
+    hot = _pod("hot", {CPU: 7, GPU: 1}, {PYEXTENDER_GPU_MILLI: "300"})
+    gpu_share.gradient(_ctx(state, hot), rows)
+    memos = state.gpu.fgd_memo
+    (hot_key,) = memos
+    hot_memo = memos[hot_key]
+    for i, req in enumerate(shapes):
+        gpu_share.gradient(_ctx(state, _pod(f"p{i}", req, {PYEXTENDER_GPU_MILLI: "300"})), rows)
+        gpu_share.gradient(_ctx(state, hot), rows)  # in use between the others
+    assert len(memos) == gpu_share.memo_shapes(state.gpu.count.shape[0])
+    assert memos[hot_key] is hot_memo  # the shape in use was never dropped
+
+
 def test_topology_scores_nothing_when_no_candidate_has_nvlink_domains() -> None:
     # flat nodes (GPU count and model labels only): one domain each, no set is better
     state = ClusterState()
