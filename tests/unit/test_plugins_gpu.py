@@ -169,7 +169,7 @@ def test_fgd_memos_are_bounded_in_bytes_and_keep_the_shapes_in_use() -> None:
     from pyextender.kernels.gpu_share import FgdMemo
 
     memo = FgdMemo.empty(10)
-    assert FgdMemo.ROW_BYTES * 10 == sum(getattr(memo, f).nbytes for f in memo.__slots__)
+    assert sum(getattr(memo, f).nbytes for f in memo.__slots__) == FgdMemo.ROW_BYTES * 10
     assert gpu_share.memo_shapes(1000) == gpu_share.MEMO_SHAPES
     big = gpu_share.memo_shapes(10_000)
     assert gpu_share.MIN_SHAPES < big < gpu_share.MEMO_SHAPES
