@@ -221,7 +221,13 @@ async def sidecar(args: argparse.Namespace) -> dict[str, Any]:
     res["cached_pods"] = len(cache.pods_by_uid)
     ext = Extender(cache, profile, None, metrics)  # type: ignore[arg-type]
     cfg = load(None)
-    actions = SchedulerLoop(cache, lambda: cfg, NoWrites(), metrics)  # type: ignore[arg-type]
+    actions = SchedulerLoop(
+        cache,
+        lambda: cfg,
+        NoWrites(),
+        metrics,
+        courtesy=ext.courtesy,  # type: ignore[arg-type]
+    )
     cycling = None if args.no_cycles else asyncio.ensure_future(actions.run())
     peak, anon, pairs = await serve_under_load(ext, args.nodes, args.load_seconds)
     if cycling is not None:

@@ -175,7 +175,13 @@ def serve(nodes: int, port: int, rate: float) -> None:
             from pyextender.server.scheduler_loop import SchedulerLoop
 
             config_ = load(None)
-            actions = SchedulerLoop(ext.cache, lambda: config_, NoWrites(), ext.metrics)  # type: ignore[arg-type]
+            actions = SchedulerLoop(
+                ext.cache,
+                lambda: config_,
+                NoWrites(),  # type: ignore[arg-type]
+                ext.metrics,
+                courtesy=ext.courtesy,  # the sidecar's: its cycle gives way to the verbs
+            )
             tasks = [
                 asyncio.ensure_future(churn(ext, nodes, rate, actions)),
                 asyncio.ensure_future(actions.run()),

@@ -33,6 +33,7 @@ from pyextender.server.actuator import Actuator
 from pyextender.server.barrier import DEFAULT_TIMEOUT_S, GangBarrier
 from pyextender.server.binder import ApiBinder
 from pyextender.server.config_events import post_config_event
+from pyextender.server.courtesy import Courtesy
 from pyextender.server.grpc_annotate import PodAnnotator
 from pyextender.server.grpc_permit import DEFAULT_MAX_WAIT_S
 from pyextender.server.grpc_server import GrpcOptions, GrpcServer
@@ -271,12 +272,14 @@ async def serve(opts: ServeOptions) -> int:
         """At the start of a cycle: a check that its leadership term still holds."""
         return functools.partial(elector.valid, elector.epoch)
 
+    courtesy = Courtesy()  # the cycle's thread gives way to filter and prioritize
     loop_ = SchedulerLoop(
         cache,
         lambda: current[0],
         Actuator(api, metrics),
         metrics,
         fence if opts.leader_elect else None,
+        courtesy,
     )
     supervisor = Supervisor(lambda name: metrics.background_failures.labels(name).inc())
     barrier = GangBarrier(
@@ -286,7 +289,9 @@ async def serve(opts: ServeOptions) -> int:
         on_waiting=metrics.barrier_waiting.set,
     )
     cache.pod_gone.append(barrier.forget)  # a deleted member never counts toward a gang
-    extender = Extender(cache, profile, ApiBinder(api), metrics, barrier, loop_.session_async)
+    extender = Extender(
+        cache, profile, ApiBinder(api), metrics, barrier, loop_.session_async, courtesy
+    )
     # The actions run only while this replica holds the Lease; verbs always.
     if not opts.leader_elect:
         metrics.leader.set(1)

@@ -173,7 +173,8 @@ class SchedulerService:
         ext = self.ext
         state = ext.cache.state
         rows, _, unknown = state.rows_of(names)
-        outcome = ext.profile.filter(ext._context(pod), rows)
+        with ext.courtesy.serving():
+            outcome = ext.profile.filter(ext._context(pod), rows)
         table = list(outcome.table)
         codes = _WIRE_CODE[outcome.codes]
         ridx = outcome.reason_idx.astype("<u2")
@@ -212,7 +213,8 @@ class SchedulerService:
         state = ext.cache.state
         rows, known, unknown = state.rows_of(names)
         # weighted mean of the plugins, already 0..100 (the framework's MaxNodeScore)
-        raw = ext.profile.score(ext._context(pod), rows)
+        with ext.courtesy.serving():
+            raw = ext.profile.score(ext._context(pod), rows)
         scores = np.clip(np.rint(raw), 0, MAX_NODE_SCORE).astype(np.uint8)
         if known:
             best = int(np.argmax(scores))

@@ -132,6 +132,11 @@ class ExtenderApp:
         verb = path.lstrip("/")
         start = time.perf_counter()
         status = 200
+        # filter and prioritize are in flight from their first byte read to their reply
+        # sent: the scheduling cycle's thread gives way to them meanwhile (courtesy)
+        quick = verb in ("filter", "prioritize")
+        if quick:
+            self.extender.courtesy.enter()
         try:
             if verb not in _VERBS:
                 raise HttpError(
@@ -168,6 +173,8 @@ class ExtenderApp:
             self.metrics.errors.labels(verb, "internal").inc()
             await respond(send, 500, _encoder.encode({"Error": f"{verb}: internal error: {exc}"}))
         finally:
+            if quick:
+                self.extender.courtesy.leave()
             label = verb if verb in _VERBS else "unknown"
             self.metrics.requests.labels(label, str(status)).inc()
             if status == 200:

@@ -25,6 +25,7 @@ from pyextender.framework.session import Session
 from pyextender.framework.snapshot import TaskMemo, build_session
 from pyextender.plugins.registry import REGISTRY
 from pyextender.server.actuator import Actuator, Allowed, Applied
+from pyextender.server.courtesy import Courtesy
 from pyextender.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -87,8 +88,11 @@ class SchedulerLoop:
         actuator: Actuator,
         metrics: Metrics,
         fence: Callable[[], Allowed] | None = None,
+        courtesy: Courtesy | None = None,
     ) -> None:
         self.cache = cache
+        self.courtesy = courtesy or Courtesy()
+        """Shared with the verbs: the cycle's session build gives way to them."""
         self.fence = fence
         """Returns, at the start of a cycle, a check that the leadership term the
         cycle is decided in still holds (None: no leader election, always true)."""
@@ -147,9 +151,10 @@ class SchedulerLoop:
         evicting: set[str],
         lifting: set[str] | None = None,
         memo: TaskMemo | None = None,
+        pause: Callable[[], None] | None = None,
     ) -> Session:
         tiers, options = self._plugins()
-        return build_session(cache, tiers, now, options, phases, evicting, lifting, memo)
+        return build_session(cache, tiers, now, options, phases, evicting, lifting, memo, pause)
 
     def session(self, now: float | None = None) -> Session:
         """A session over the live cache, built on the calling thread (tests, tools)."""
@@ -178,7 +183,10 @@ class SchedulerLoop:
         live one), so it may run on the decide thread over a snapshot."""
         cache = self.cache if cache is None else cache
         phases, evicting, lifting = overrides if overrides is not None else self._overrides(now)
-        ssn = self._build(cache, now, phases, evicting, lifting, self._task_memo)
+        self.courtesy.start_cycle()
+        ssn = self._build(
+            cache, now, phases, evicting, lifting, self._task_memo, self.courtesy.pause
+        )
         sla = "sla" in self._options
         cfg = self.config()
         start = time.perf_counter()

@@ -44,6 +44,7 @@ from pyextender.framework.status import Code
 from pyextender.plugins.gpu_share import choose_gpus
 from pyextender.server.barrier import GangBarrier
 from pyextender.server.binder import BindConflict, Binder
+from pyextender.server.courtesy import Courtesy
 from pyextender.server.extender_wire import (
     ExtenderArgsWire,
     RowRecords,
@@ -121,8 +122,11 @@ class Extender:
         metrics: Metrics,
         barrier: GangBarrier | None = None,
         session: Callable[[], Awaitable[Session]] | None = None,
+        courtesy: Courtesy | None = None,
     ) -> None:
         self.cache = cache
+        self.courtesy = courtesy or Courtesy()
+        """Counts filter and prioritize in flight: the cycle's thread gives way to them."""
         self.profile = profile
         self.binder = binder
         self.metrics = metrics
