@@ -313,16 +313,8 @@ class TopologyResult:
     score: F64
 
 
-@dataclass(frozen=True, slots=True)
-class TopologyFit:
-    """Per node: domains crossed (0 = no fit) and score; what filter and score read."""
-
-    domains: I32
-    score: F64
-
-
 _NO_I64: I64 = np.empty(0, dtype=np.int64)
-"""The outputs a call without ``full`` does not write."""
+"""The outputs a call without ``full`` does not write (never written to: empty)."""
 
 MEMO_BANKS = 8
 """Requests (k, sizes, weights, layouts) whose memo is kept at once: pods of a few GPU
@@ -441,63 +433,29 @@ class TopologyKernel:
         size_w: I64,
         weight: float = 1.0,
         loss_weight: float = 1.0,
+        full: bool = True,
     ) -> TopologyResult:
-        """numba kernel over all given nodes: every output."""
-        n = int(free_mask.shape[0])
-        out = TopologyResult(
-            np.empty(n, dtype=np.int64),
-            np.empty(n, dtype=np.int32),
-            np.empty(n, dtype=np.int64),
-            np.empty(n, dtype=np.float64),
-        )
-        self._call(free_mask, layout, layouts, k, sizes, size_w, weight, loss_weight, out)
-        return out
-
-    def fit(
-        self,
-        free_mask: I64,
-        layout: I32,
-        layouts: Layouts,
-        k: int,
-        sizes: I64,
-        size_w: I64,
-        weight: float = 1.0,
-        loss_weight: float = 1.0,
-    ) -> TopologyFit:
-        """The same call with only domains and score written (filter and score read
-        nothing else): two gathers over the nodes instead of four."""
-        n = int(free_mask.shape[0])
-        out = TopologyFit(np.empty(n, dtype=np.int32), np.empty(n, dtype=np.float64))
-        self._call(free_mask, layout, layouts, k, sizes, size_w, weight, loss_weight, out)
-        return out
-
-    def _call(
-        self,
-        free_mask: I64,
-        layout: I32,
-        layouts: Layouts,
-        k: int,
-        sizes: I64,
-        size_w: I64,
-        weight: float,
-        loss_weight: float,
-        out: TopologyResult | TopologyFit,
-    ) -> None:
+        """numba kernel over all given nodes. ``full=False`` writes only domains and
+        score (what filter and score read): two gathers over the nodes instead of four,
+        and ``mask`` and ``loss`` come back empty."""
         bank = self._bank(layouts, k, sizes, size_w, weight, loss_weight)
         n = int(free_mask.shape[0])
         stride = int(layouts.domain.shape[1])
-        if isinstance(out, TopologyResult):
-            full, mask, loss = 1, out.mask, out.loss
-        else:
-            full, mask, loss = 0, _NO_I64, _NO_I64
+        out = TopologyResult(
+            np.empty(n, dtype=np.int64) if full else _NO_I64,
+            np.empty(n, dtype=np.int32),
+            np.empty(n, dtype=np.int64) if full else _NO_I64,
+            np.empty(n, dtype=np.float64),
+        )
         _topology_jit(
             n, stride,
             np.ascontiguousarray(free_mask, dtype=np.int64),
             np.ascontiguousarray(layout, dtype=np.int32),
             *bank.prepared, bank.stamp, *bank.memo,
             self._scratch_for(layouts, int(sizes.shape[0]), n),
-            full, mask, out.domains, loss, out.score,
+            int(full), out.mask, out.domains, out.loss, out.score,
         )  # fmt: skip
+        return out
 
     def run_python(
         self,

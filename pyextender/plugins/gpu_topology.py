@@ -25,7 +25,7 @@ import numpy as np
 from pyextender.framework.interfaces import FilterResult, FloatArray, IntArray, PodContext
 from pyextender.framework.registry import PluginAlias, PluginSpec
 from pyextender.framework.status import Code
-from pyextender.kernels.topology_loss import Layouts, TopologyFit, TopologyKernel
+from pyextender.kernels.topology_loss import Layouts, TopologyKernel, TopologyResult
 from pyextender.plugins.gpu_rows import demand_of
 
 _local = threading.local()
@@ -50,20 +50,20 @@ class Args:
     """Filter out nodes where the k GPUs would cross NVLink domains (hard topology)."""
 
 
-def evaluate(ctx: PodContext, rows: IntArray, args: Args | None = None) -> TopologyFit:
+def evaluate(ctx: PodContext, rows: IntArray, args: Args | None = None) -> TopologyResult:
     """Domains crossed and score for the rows (cached per cycle for the same rows)."""
     key = "gpu-topology.result"
     cached = ctx.scratch.get(key)
     if isinstance(cached, tuple) and cached[0] is rows:
-        result: TopologyFit = cached[1]
+        result: TopologyResult = cached[1]
         return result
     a = args or Args()
     gpu = ctx.state.gpu
     sizes, weights = gpu.classes().whole_gpu_sizes()
     layouts = Layouts(gpu.layout_count, gpu.layout_domain)
-    result = _kernel().fit(
+    result = _kernel().run(
         gpu.free_mask[rows], gpu.layout[rows], layouts, demand_of(ctx).count,
-        sizes, weights, a.weight, a.loss_weight,
+        sizes, weights, a.weight, a.loss_weight, full=False,
     )  # fmt: skip
     ctx.scratch[key] = (rows, result)
     return result
