@@ -17,7 +17,15 @@ from pyextender.api.objects import PodInfo
 from pyextender.api.volcano.codec import duration_seconds
 from pyextender.cache.batch import DEFAULT_QUEUE, ROOT_QUEUE, QueueView
 from pyextender.cache.cluster import ClusterCache
-from pyextender.framework.session import IntArray, Job, QueueState, Session, Task, timestamp
+from pyextender.framework.session import (
+    PAUSE_EVERY,
+    IntArray,
+    Job,
+    QueueState,
+    Session,
+    Task,
+    timestamp,
+)
 
 LONE_PREFIX = "pod:"
 """Job key prefix of a pod without a PodGroup (a job of one)."""
@@ -70,10 +78,6 @@ class TaskMemo:
         self.width = -1
         self.tasks: dict[str, tuple[PodInfo, int, Task, str, str]] = {}
         """uid -> (the PodInfo seen, its node row, its Task, its PodGroup key, its job key)"""
-
-
-PAUSE_EVERY = 32
-"""Pods (or jobs) between two of ``build_session``'s pause points: 0.1-0.3 ms of work."""
 
 
 def _no_pause() -> None:
@@ -250,6 +254,7 @@ def build_session(
             q.held += job.held
     if memo is not None:
         memo.width, memo.tasks = (width, kept) if width == start_width else (-1, {})
-    ssn = Session(state, jobs, queues, tiers, now, options)
+    ssn = Session(state, jobs, queues, tiers, now, options, pause)
+    pause()  # the plugins' session opening (drf, proportion) comes next
     ssn.open()
     return ssn
