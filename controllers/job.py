@@ -205,9 +205,25 @@ class JobController(Controller):
     # -- delayed actions (a policy's timeout) ---------------------------------------
     def _delay(self, key: str, req: Request, action: str, seconds: float) -> None:
         """Run ``action`` for ``req`` after ``seconds``, unless cancelled before."""
+        if self._settled(key, req):
+            # the pod event that cancels it came before this request was handled (an
+            # earlier reconcile replaced the pod, and it already runs): nothing to wait for
+            log.info("job %s: pod %s moved on before its %s; %s not delayed", key, req.pod, req.event, action)
+            return
         later = dataclasses.replace(req, action=action)
         self._delayed.setdefault(key, {})[req.pod] = (time.monotonic() + seconds, later)
         self.queue.add_after(key, seconds)
+
+    def _settled(self, key: str, req: Request) -> bool:
+        """Whether the pod of ``req`` already did what would cancel its delayed action."""
+        if not req.pod or req.event not in ("PodPending", "PodFailed", "PodEvicted"):
+            return False
+        ns, _ = split_key(key)
+        pod = self.ctx.pods.get(f"{ns}/{req.pod}")
+        if req.event == "PodPending":
+            return pod is None or P.phase(pod) != "Pending"
+        # the failed pod is Failed and the evicted one gone: a Running one is its replacement
+        return pod is not None and not P.deleting(pod) and P.phase(pod) == "Running"
 
     def _cancel_delayed(self, key: str, pod: str, events: tuple[str, ...]) -> None:
         """A pod that runs again cancels the actions its failure or eviction put off."""

@@ -280,16 +280,22 @@ spec: {{weight: 1, capability: {{cpu: "2"}}}}
 
         # one gang at a time in the 2-CPU queue: "second" waits for "first" to finish
         wait_for("first Running", lambda: phase(co, ns, "first") == "Running", timeout=120)
-        while phase(co, ns, "first") == "Running":
-            assert not [p for p in job_pods(core, ns, "second") if p.spec.node_name], (
-                "second was bound while first held the queue's capability"
-            )
+        held = 0  # samples in which second's two pods were seen held while first ran
+        while True:
+            # second's pods read *before* first's: if first's pods still all run after
+            # the read of second's, they held the queue's capability during it too
+            second = job_pods(core, ns, "second")
+            running = [p for p in job_pods(core, ns, "first") if p.status.phase == "Running"]
+            if len(running) < 2:
+                break
+            for p in second:
+                assert not p.spec.node_name, "second bound while first held the capability"
+                gates = [g.name for g in p.spec.scheduling_gates or []]
+                assert gates == [names.GANG_GATE], (p.metadata.name, gates)
+            held += len(second) == 2
             assert time.monotonic() - started < 120
             time.sleep(0.5)
-        second = job_pods(core, ns, "second")
-        assert all(
-            [g.name for g in p.spec.scheduling_gates or []] == [names.GANG_GATE] for p in second
-        ) or all(p.spec.node_name for p in second)
+        assert held, "second's pods were never seen waiting at the gang gate"
 
         for job in ("first", "second", "lm-mpi", "pt"):
             wait_for(f"{job} Completed", lambda j=job: phase(co, ns, j) == "Completed", timeout=120)

@@ -3,6 +3,7 @@ maxRetry (TaskFailed), networkTopology on the PodGroup, PVCs of spec.volumes."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -259,3 +260,61 @@ def test_our_claim_names_are_no_user_edit() -> None:
     strip = job_volumes.without_generated_names
     assert strip({"volumes": [claim, mine]}) == strip({"volumes": [named, mine]})
     assert strip({"volumes": [mine]}) != strip({"volumes": [{**mine, "volumeClaimName": "x"}]})
+
+
+# -- a delayed action whose cancelling pod event came first ----------------------------
+def _job_controller() -> Any:
+    from controllers.events import Recorder
+    from controllers.job import JobController
+    from controllers.runtime import Context, Metrics
+    from controllers.store import Store
+
+    ctx = Context(
+        kube=None,  # type: ignore[arg-type]
+        recorder=Recorder(None, "test"),  # type: ignore[arg-type]
+        metrics=Metrics(),
+        pods=Store("pods"),
+        namespaces=Store("namespaces"),
+        jobs=Store("jobs"),
+        podgroups=Store("podgroups"),
+        queues=Store("queues"),
+        commands=Store("commands"),
+        scheduler_name="volcano",
+    )
+    return JobController(ctx)
+
+
+def named_pod(name: str, phase: str, deleting: bool = False) -> dict[str, Any]:
+    body = pod("worker", phase=phase, deleting=deleting)
+    body["metadata"].update(name=name, namespace="ns", uid=f"uid-{name}-{phase}")
+    return body
+
+
+@pytest.mark.parametrize(
+    ("event", "pods", "delayed"),
+    [
+        # the evicted pod is gone and its replacement already runs: nothing to wait for
+        ("PodEvicted", [named_pod("train-worker-1", "Running")], False),
+        ("PodEvicted", [named_pod("train-worker-1", "Pending")], True),
+        ("PodEvicted", [], True),
+        ("PodEvicted", [named_pod("train-worker-1", "Running", deleting=True)], True),
+        ("PodFailed", [named_pod("train-worker-1", "Failed")], True),
+        ("PodFailed", [named_pod("train-worker-1", "Running")], False),
+        # a pod that left Pending (or went) before its PodPending request was handled
+        ("PodPending", [named_pod("train-worker-1", "Pending")], True),
+        ("PodPending", [named_pod("train-worker-1", "Running")], False),
+        ("PodPending", [], False),
+        # another pod running changes nothing
+        ("PodEvicted", [named_pod("train-worker-0", "Running")], True),
+    ],
+)
+def test_a_delayed_action_is_not_armed_once_its_pod_moved_on(
+    event: str, pods: list[dict[str, Any]], delayed: bool
+) -> None:
+    async def scenario() -> bool:
+        ctl = _job_controller()
+        ctl.ctx.pods.replace(pods)
+        ctl._delay("ns/train", Request(event, task="worker", pod="train-worker-1"), "RestartJob", 8)
+        return "train-worker-1" in ctl._delayed.get("ns/train", {})
+
+    assert asyncio.run(scenario()) is delayed
