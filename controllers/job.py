@@ -208,7 +208,10 @@ class JobController(Controller):
         if self._settled(key, req):
             # the pod event that cancels it came before this request was handled (an
             # earlier reconcile replaced the pod, and it already runs): nothing to wait for
-            log.info("job %s: pod %s moved on before its %s; %s not delayed", key, req.pod, req.event, action)
+            log.info(
+                "job %s: pod %s moved on before its %s; %s not delayed",
+                *(key, req.pod, req.event, action),
+            )
             return
         later = dataclasses.replace(req, action=action)
         self._delayed.setdefault(key, {})[req.pod] = (time.monotonic() + seconds, later)
