@@ -54,8 +54,24 @@ import numpy as np
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from phase_cost import PhaseCost
+
 from devcluster.cluster import MODES, Cluster
 from devcluster.nodes import NodeShape
+
+COST: list[PhaseCost] = []
+"""The running cluster's cost recorder (one at a time): each phase snapshots it
+around its pods, from the first create to the last bind."""
+
+
+def _cost_start() -> None:
+    if COST:
+        COST[0].start()
+
+
+def _cost_stop(pods: int) -> dict[str, Any]:
+    return {"cost": COST[0].stop(pods)} if COST else {}
 
 
 def say(msg: str) -> None:
@@ -151,6 +167,7 @@ def run_plain(
     watch = BindWatch(api, ns)
     time.sleep(0.5)
     created: dict[str, float] = {}
+    _cost_start()
     start = time.monotonic()
 
     def make(i: int) -> None:
@@ -166,6 +183,7 @@ def run_plain(
     watch.close()
     if not ok:
         raise SystemExit(f"{ns}: only {len(watch.bound)}/{pods} pods bound in {timeout:.0f}s")
+    cost = _cost_stop(pods)
     last = max(watch.bound.values())
     lat = [watch.bound[n] - created[n] for n in created]
     core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
@@ -174,6 +192,7 @@ def run_plain(
         "pods_per_s": pods / (last - start),
         "pod_latency_p50_s": pct(lat, 50),
         "pod_latency_p99_s": pct(lat, 99),
+        **cost,
     }
 
 
@@ -202,6 +221,7 @@ def run_jobs(
     time.sleep(0.5)
     created: dict[str, float] = {}
     job_created: dict[str, float] = {}
+    _cost_start()
     start = time.monotonic()
 
     def make(j: int) -> None:
@@ -245,6 +265,7 @@ def run_jobs(
     watch.close()
     if not ok:
         raise SystemExit(f"{ns}: only {len(watch.bound)}/{total} pods bound in {timeout:.0f}s")
+    cost = _cost_stop(total)
     last = max(watch.bound.values())
     lat = [watch.bound[n] - created[n] for n in created]
     job_lat = [
@@ -265,6 +286,7 @@ def run_jobs(
         "job_all_bound_p50_s": pct(job_lat, 50),
         "job_all_bound_p99_s": pct(job_lat, 99),
         "gang_bind_spread_p99_s": pct(spread, 99),
+        **cost,
     }
 
 
@@ -364,6 +386,7 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
         cfg.connection_pool_maxsize = 16
         api = client.ApiClient(cfg)
+        COST[:] = [PhaseCost(api, str(cluster.dir))]
         if args.shapes:
             return {"mode": mode, "shapes": measure_shapes(api, args)}
         say(f"{mode}: baseline, {args.pods} plain pods through the stock kube-scheduler")
@@ -381,6 +404,7 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         say(f"{mode}: {jobs} PodGroups x {args.gang_size} pods through pyextender")
         gangs = run_gangs(api, jobs, args.gang_size, args.timeout)
     finally:
+        COST.clear()
         cluster.down(quiet=True)
     return {
         "mode": mode,
@@ -429,6 +453,28 @@ def report_shapes(results: list[dict[str, Any]], nodes: int) -> None:
     print(json.dumps({"bench": "e2e-shapes", "nodes": nodes, "runs": results}))
 
 
+def report_costs(phases: list[tuple[str, str, dict[str, Any]]]) -> None:
+    """Per phase: CPU ms per pod by process, and the API writes per pod."""
+    progs = ["kube-apiserver", "etcd", "kube-scheduler", "sidecar", "kwok", "bench (client)"]
+    row = "{:<10} {:<6} " + " ".join("{:>9}" for _ in progs) + " {:>7} {:>7}"
+    short = ["apiserver", "etcd", "kube-sch", "sidecar", "kwok", "client"]
+    print("CPU ms per pod, by process (2 cores shared; the rest in 'other'):")
+    print(row.format("mode", "phase", *short, "other", "total"))
+    for mode, name, r in phases:
+        ms = (r.get("cost") or {}).get("cpu_ms_per_pod") or {}
+        if not ms:
+            continue
+        known = [ms.get(p, 0.0) for p in progs]
+        other = ms["total"] - sum(known)
+        print(row.format(mode, name, *(f"{v:.2f}" for v in known), f"{other:.2f}",
+                         f"{ms['total']:.2f}"))  # fmt: skip
+    print("API writes per pod:")
+    for mode, name, r in phases:
+        writes = (r.get("cost") or {}).get("writes_per_pod") or {}
+        listed = ", ".join(f"{k} {v:.2f}" for k, v in writes.items())
+        print(f"{mode:<10} {name:<6} {sum(writes.values()):5.2f}  {listed}")
+
+
 def report(results: list[dict[str, Any]], nodes: int) -> None:
     row = "{:<10} {:<10} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9}"
     print(
@@ -463,6 +509,17 @@ def report(results: list[dict[str, Any]], nodes: int) -> None:
                     f"{r['pods_per_s'] / base_rate:.2f}",
                 )
             )
+    report_costs(
+        [
+            (res["mode"], name, res[key])
+            for res in results
+            for name, key in (
+                ("stock", "baseline"),
+                ("plain", "extender_no_gang"),
+                ("gangs", "gangs"),
+            )
+        ]
+    )
     for res in results:
         print(
             f"{res['mode']}: gang pods/s vs stock kube-scheduler "

@@ -84,6 +84,8 @@ class ServeOptions:
     arrived for this long)."""
     gang_max_wait: float = DEFAULT_MAX_WAIT_S
     """Framework mode: cap on a gang's whole wait in Permit, seconds."""
+    filter_picks_node: bool = True
+    """Extender filter answers only the node our score plugins rank first."""
     grpc: GrpcOptions = field(default_factory=GrpcOptions)
     tls: ExtenderTLS = field(default_factory=lambda: ExtenderTLS())
     """Optional HTTPS (and client certificates) on the extender port."""
@@ -293,7 +295,14 @@ async def serve(opts: ServeOptions) -> int:
     )
     cache.pod_gone.append(barrier.forget)  # a deleted member never counts toward a gang
     extender = Extender(
-        cache, profile, ApiBinder(api), metrics, barrier, loop_.session_async, courtesy
+        cache,
+        profile,
+        ApiBinder(api),
+        metrics,
+        barrier,
+        loop_.session_async,
+        courtesy,
+        pick_node=opts.filter_picks_node,
     )
     # The actions run only while this replica holds the Lease; verbs always.
     if not opts.leader_elect:

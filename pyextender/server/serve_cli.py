@@ -110,6 +110,16 @@ def register(sub: Any) -> None:
         "kube-scheduler's 900 (default %(default)s)",
     )
     p.add_argument(
+        "--filter-picks-node",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="extender mode: filter answers only the feasible node our score plugins "
+        "(the config's nodeorder, binpack, GPU topology ...) rank first, so the node is "
+        "ours, as Volcano's scheduler would choose it, and kube-scheduler skips its own "
+        "scoring and the prioritize call. --no-filter-picks-node answers every feasible "
+        "node and lets kube-scheduler add its scores to prioritize's (default: on)",
+    )
+    p.add_argument(
         "--grpc-socket",
         metavar="PATH",
         help="also serve the gRPC contract (pyextender.v1.Scheduler) for the framework shim "
@@ -198,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
         retry_period_s=args.retry_period,
         gang_timeout=args.gang_timeout,
         gang_max_wait=args.gang_max_wait,
+        filter_picks_node=args.filter_picks_node,
         metrics_address=args.metrics_address,
         metrics_port=args.metrics_port,
         tls=ExtenderTLS(args.tls_cert_file, args.tls_key_file, args.client_ca_file),

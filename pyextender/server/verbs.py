@@ -59,6 +59,8 @@ from pyextender.server.extender_wire import (
 from pyextender.server.metrics import Metrics
 from pyextender.server.threads import API_THREADS
 
+BoolArray = npt.NDArray[np.bool_]
+
 log = logging.getLogger(__name__)
 _encode = msgspec.json.Encoder().encode
 
@@ -123,6 +125,7 @@ class Extender:
         barrier: GangBarrier | None = None,
         session: Callable[[], Awaitable[Session]] | None = None,
         courtesy: Courtesy | None = None,
+        pick_node: bool = False,
     ) -> None:
         self.cache = cache
         self.courtesy = courtesy or Courtesy()
@@ -143,6 +146,10 @@ class Extender:
             tuple[bytes, object, int, tuple[IntArray, list[str], list[str]]] | None
         ) = None
         self._records: RowRecords | None = None
+        self.pick_node = pick_node
+        """filter answers only the feasible node our score plugins rank first (when
+        there are score plugins): kube-scheduler then binds it without scoring, and
+        without calling prioritize (it does so only when several nodes are left)."""
 
     def _decide(self, pod: str, verb: str, **what: Any) -> None:
         self.decisions.append({"time": time.time(), "pod": pod, "verb": verb, **what})
@@ -183,14 +190,17 @@ class Extender:
         codes = outcome.codes
         table = outcome.table
         ridx = outcome.reason_idx
-        passed = [known[i] for i in np.flatnonzero(codes == _SUCCESS).tolist()]
+        ok = codes == _SUCCESS
+        if self.pick_node:
+            ok = self._only_best(pod, rows, ok, known)
+        passed = [known[i] for i in np.flatnonzero(ok).tolist()]
         failed: dict[str, str] = {n: NOT_IN_CACHE for n in unknown}
         failed.update(_reasons_by_name(known, table, ridx, codes == _UNSCHEDULABLE))
         unresolvable = _reasons_by_name(known, table, ridx, codes == _UNRESOLVABLE)
         self._decide(
             pod.key,
             "filter",
-            feasible=len(passed),
+            feasible=int(np.count_nonzero(codes == _SUCCESS)),
             failed=len(failed),
             unresolvable=len(unresolvable),
             reasons=sorted({table[r] for r in np.unique(ridx).tolist() if r}),
@@ -274,20 +284,23 @@ class Extender:
         got = self._wire_inputs(wire)
         if got is None:
             return _encode(self.filter(self._wire_args(wire)))
-        pod, rows, _, unknown, records = got
+        pod, rows, known, unknown, records = got
         outcome = self.profile.filter(self._context(pod), rows)
         codes = outcome.codes
         table = outcome.table
         ridx = outcome.reason_idx
         quoted = records.quoted[rows]
         ok = codes == _SUCCESS
+        feasible = int(np.count_nonzero(ok))
+        if self.pick_node:
+            ok = self._only_best(pod, rows, ok, known)
         unsched = codes == _UNSCHEDULABLE
         unres = codes == _UNRESOLVABLE
         used = np.flatnonzero(np.bincount(ridx, minlength=len(table)))
         self._decide(
             pod.key,
             "filter",
-            feasible=int(np.count_nonzero(ok)),
+            feasible=feasible,
             failed=len(unknown) + int(np.count_nonzero(unsched)),
             unresolvable=int(np.count_nonzero(unres)),
             reasons=sorted({table[r] for r in used.tolist() if r}),
@@ -305,6 +318,29 @@ class Extender:
                 b',"Error":""}',
             )
         )
+
+    def _only_best(
+        self, pod: PodInfo, rows: IntArray, ok: BoolArray, names: list[str]
+    ) -> BoolArray:
+        """``ok`` narrowed to the feasible row our score plugins rank first (the first
+        of equals in kube-scheduler's order, which starts at another node each cycle).
+        Without score plugins, or with one feasible node, ``ok`` as it is."""
+        feasible = np.flatnonzero(ok)
+        if feasible.shape[0] < 2 or not self.profile.scorers:
+            return ok
+        scores = self.profile.score(self._context(pod), rows[feasible])
+        at = int(np.argmax(scores))
+        best = np.zeros_like(ok)
+        best[feasible[at]] = True
+        # the prioritize entry of the decision log: the choice is made here now
+        self._decide(
+            pod.key,
+            "pick",
+            best=names[int(feasible[at])],
+            score=round(float(scores[at]), 2),
+            nodes=int(feasible.shape[0]),
+        )
+        return best
 
     def prioritize_json(self, wire: ExtenderArgsWire) -> bytes:
         """prioritize, from the request's raw fields to the reply's bytes."""

@@ -84,11 +84,46 @@ def test_kube_scheduler_calls_every_verb(
         timeout=60,
     )
     after = {v: verb_count(sidecar, v) for v in before}
-    for verb in before:
+    for verb in ("filter", "bind", "preempt"):
         assert after[verb] > before[verb], (
             f"kube-scheduler never called {verb}: {before} -> {after}"
         )
+    # filter picks the node (--filter-picks-node, the default): with one node left,
+    # kube-scheduler neither scores nor calls prioritize (called in the next test)
+    assert after["prioritize"] == before["prioritize"], (before, after)
     assert all(v <= 8 for v in gpus_per_node(core).values())
+
+
+@pytest.mark.parametrize("picks", [False, True])
+def test_the_node_filter_picks_is_where_kube_scheduler_binds(
+    cluster: Cluster, core: client.CoreV1Api, namespace: str, sidecar: str, picks: bool
+) -> None:
+    """--filter-picks-node: filter leaves one node, the one our scores rank first,
+    and the pod is bound there without prioritize. --no-filter-picks-node: every
+    feasible node, and kube-scheduler asks prioritize to score them."""
+    if not picks:
+        cluster.stop_role("sidecar", signal.SIGTERM)
+        cluster.start_sidecar(extra_args=["--no-filter-picks-node"])
+        cluster.wait_sidecar_ready()
+    try:
+        before = verb_count(sidecar, "prioritize")
+        create(core, pod("one", namespace, cpu="100m"))
+        node = wait_for("bound", lambda: bound(core, namespace).get("one"))
+        mine = [d for d in decisions(sidecar) if d["pod"] == f"{namespace}/one"]
+        filtered = [d for d in mine if d["verb"] == "filter"]
+        assert filtered and filtered[-1]["feasible"] > 1, mine
+        picked = [d for d in mine if d["verb"] == "pick"]
+        if picks:
+            assert picked and picked[-1]["best"] == node, mine
+            assert verb_count(sidecar, "prioritize") == before
+        else:
+            assert picked == [], picked
+            assert verb_count(sidecar, "prioritize") > before
+    finally:
+        if not picks:
+            cluster.stop_role("sidecar", signal.SIGTERM)
+            cluster.start_sidecar()
+            cluster.wait_sidecar_ready()
 
 
 def test_sidecar_killed_then_restarted(

@@ -4,6 +4,7 @@ exactly what the struct path answers, and its memories follow cache changes."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -46,7 +47,7 @@ def _pod(name: str, gpus: int, node: str | None = None, cpu: str = "1") -> dict[
     }
 
 
-def _cluster(seed: int, n: int) -> tuple[Extender, list[str]]:
+def _cluster(seed: int, n: int, pick: bool = False) -> tuple[Extender, list[str]]:
     rng = np.random.default_rng(seed)
     cache = ClusterCache()
     # names of different lengths, so records are padded differently
@@ -66,7 +67,8 @@ def _cluster(seed: int, n: int) -> tuple[Extender, list[str]]:
         ]
     )
     metrics = Metrics()
-    ext = Extender(cache, build_profile(plugins_of(load(None))), None, metrics)  # type: ignore[arg-type]
+    profile = build_profile(plugins_of(load(None)))
+    ext = Extender(cache, profile, None, metrics, pick_node=pick)  # type: ignore[arg-type]
     return ext, names
 
 
@@ -83,8 +85,9 @@ def _both(ext: Extender, verb: str, body: bytes) -> tuple[Any, Any]:
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("verb", ["filter", "prioritize"])
-def test_wire_reply_equals_struct_reply(seed: int, verb: str) -> None:
-    ext, names = _cluster(seed, 60)
+@pytest.mark.parametrize("pick", [False, True])
+def test_wire_reply_equals_struct_reply(seed: int, verb: str, pick: bool) -> None:
+    ext, names = _cluster(seed, 60, pick)
     rng = np.random.default_rng(100 + seed)
     cands = [names[i] for i in rng.permutation(len(names))[:40]] + ["ghost-a", "ghost-bb"]
     for gpus in (0, 1, 4, 8, 16):
@@ -135,3 +138,36 @@ def test_wrong_types_raise_validation_errors() -> None:
         ext.filter_json(_wire.decode(b'{"Pod": 5, "NodeNames": []}'))
     with pytest.raises(msgspec.ValidationError):
         ext.prioritize_json(_wire.decode(b'{"NodeNames": ["a", 3]}'))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_filter_picks_the_feasible_node_scored_first(seed: int) -> None:
+    """With pick_node, filter answers one node: the feasible one the profile scores
+    highest; the failed nodes are reported as without it."""
+    every, names = _cluster(seed, 60)
+    picking, _ = _cluster(seed, 60, pick=True)
+    for gpus in (0, 1, 2, 4):
+        body = json.dumps({"Pod": _pod("p", gpus), "NodeNames": [*names, "ghost"]}).encode()
+        full = json.loads(every.filter_json(_wire.decode(body)))
+        one = json.loads(picking.filter_json(_wire.decode(body)))
+        assert one["FailedNodes"] == full["FailedNodes"]
+        assert one["FailedAndUnresolvableNodes"] == full["FailedAndUnresolvableNodes"]
+        feasible = full["NodeNames"]
+        assert len(feasible) > 1
+        (best,) = one["NodeNames"]
+        pod = every._pod(_pod("p", gpus))
+        rows, _, _ = every.cache.state.rows_of(feasible)
+        scores = every.profile.score(every._context(pod), rows)
+        assert best == feasible[int(np.argmax(scores))]
+        picked = [d for d in picking.decisions if d["verb"] == "pick"][-1]
+        assert picked["best"] == best and picked["nodes"] == len(feasible)
+
+
+def test_no_pick_without_score_plugins_or_with_one_node() -> None:
+    ext, names = _cluster(4, 12, pick=True)
+    body = json.dumps({"Pod": _pod("p", 0), "NodeNames": names}).encode()
+    assert len(json.loads(ext.filter_json(_wire.decode(body)))["NodeNames"]) == 1
+    ext.profile = replace(ext.profile, scorers=())
+    assert len(json.loads(ext.filter_json(_wire.decode(body)))["NodeNames"]) > 1
+    one = json.dumps({"Pod": _pod("p", 0), "NodeNames": names[:1]}).encode()
+    assert json.loads(ext.filter_json(_wire.decode(one)))["NodeNames"] == names[:1]

@@ -1,0 +1,107 @@
+"""Where one bench phase's work goes: CPU seconds per process of a devcluster and
+the API server's requests, both as deltas over the phase, per pod.
+
+The machine has 2 cores shared by every process of the cluster, so pods/s is set
+by the CPU all of them spend per pod: this says which process spends it, and
+which API requests (each one a write to etcd and a watch event to every
+watcher) the phase made.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubernetes import client
+
+_HZ = os.sysconf("SC_CLK_TCK")
+_REQUEST = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+MUTATING = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def _program(cmdline: list[str]) -> str:
+    """A short name for a cluster process from its command line."""
+    base = os.path.basename(cmdline[0])
+    joined = " ".join(cmdline)
+    if base.startswith("python"):
+        for module, name in (("pyextender", "sidecar"), ("controllers", "controllers")):
+            if module in joined:
+                return name
+        return "python"
+    if base.startswith("kube-scheduler"):
+        return "kube-scheduler"  # both instances: the stock one and ours (or the shim)
+    return base
+
+
+def cpu_seconds(marker: str) -> Counter[str]:
+    """User + system CPU seconds so far of every process whose command line
+    contains ``marker`` (the cluster's directory), by program; this process as
+    "bench (client)"."""
+    out: Counter[str] = Counter()
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        args = [c.decode(errors="replace") for c in cmd if c]
+        pid = int(entry)
+        if not args or (pid != me and marker not in " ".join(args)):
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        seconds = (int(fields[11]) + int(fields[12])) / _HZ  # utime, stime (clock ticks)
+        out["bench (client)" if pid == me else _program(args)] += seconds
+    return out
+
+
+def api_requests(api: client.ApiClient) -> Counter[str]:
+    """The API server's request counts so far, by "VERB resource[/subresource]"."""
+    resp = api.call_api("/metrics", "GET", _preload_content=False, auth_settings=["BearerToken"])
+    text = resp.data.decode()
+    out: Counter[str] = Counter()
+    for line in text.splitlines():
+        m = _REQUEST.match(line)
+        if not m:
+            continue
+        labels = dict(_LABEL.findall(m.group(1)))
+        what = labels.get("resource", "")
+        if labels.get("subresource"):
+            what += "/" + labels["subresource"]
+        out[f"{labels.get('verb', '')} {what}"] += int(float(m.group(2)))
+    return out
+
+
+@dataclass
+class PhaseCost:
+    """Snapshots at start() and stop(); per_pod() gives the deltas divided by pods."""
+
+    api: client.ApiClient
+    marker: str
+    _cpu: Counter[str] = field(default_factory=Counter)
+    _requests: Counter[str] = field(default_factory=Counter)
+
+    def start(self) -> None:
+        self._cpu = cpu_seconds(self.marker)
+        self._requests = api_requests(self.api)
+
+    def stop(self, pods: int) -> dict[str, dict[str, float]]:
+        """{"cpu_ms_per_pod": {program: ms}, "writes_per_pod": {request: count}}."""
+        cpu = cpu_seconds(self.marker)
+        cpu.subtract(self._cpu)
+        requests = api_requests(self.api)
+        requests.subtract(self._requests)
+        ms = {k: round(1000 * v / pods, 2) for k, v in cpu.most_common() if v > 0}
+        ms["total"] = round(sum(ms.values()), 2)
+        writes = {
+            k: round(v / pods, 2)
+            for k, v in requests.most_common()
+            if v > 0 and k.split(" ")[0] in MUTATING
+        }
+        return {"cpu_ms_per_pod": ms, "writes_per_pod": writes}
