@@ -1,4 +1,5 @@
-"""The chart's gpuResourceNames reach the sidecar as --gpu-resource, every one of them."""
+"""The chart's values reach the sidecar's flags: gpuResourceNames as --gpu-resource (every one
+of them), scheduler.sidecar.filterPicksNode as --[no-]filter-picks-node."""
 
 from __future__ import annotations
 
@@ -65,3 +66,11 @@ def test_bad_names_fail_the_install(value: str, message: str) -> None:
     proc = helm_template("--set", value)
     assert proc.returncode != 0
     assert message in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "picks"), [((), True), (("--set", "scheduler.sidecar.filterPicksNode=false"), False)]
+)
+def test_filter_picks_node_reaches_the_sidecar(value: tuple[str, ...], picks: bool) -> None:
+    parsed = build_parser().parse_args(_sidecar_args(*value))
+    assert parsed.filter_picks_node is picks
