@@ -19,7 +19,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -162,6 +162,18 @@ class JobOrder(Protocol):
 
 
 @runtime_checkable
+class JobOrderKey(Protocol):
+    """A JobOrder whose order is a key's: ``job_order(a, b)`` is negative, zero or
+    positive exactly as ``job_order_key(a)`` is below, equal to or above
+    ``job_order_key(b)``. When every enabled JobOrder has one, jobs sort by the
+    keys (one call per job) instead of by pairwise comparisons."""
+
+    name: str
+
+    def job_order_key(self, ssn: Session, job: Job) -> float | tuple[float, float]: ...
+
+
+@runtime_checkable
 class QueueOrder(Protocol):
     name: str
 
@@ -263,6 +275,9 @@ class Session:
         self.queues = queues
         self.tiers = [list(t) for t in tiers]
         self._hook_cache: dict[tuple[type, str], list[list[object]]] = {}
+        self._order_keys: list[JobOrderKey] | Literal[False] | None = None
+        """The enabled JobOrder plugins when all have a key, False when one has not
+        (None: not looked at yet)."""
         self.now = now
         self.options = options or {}
         """plugin name -> Volcano enable switches (enableJobOrder, ...); absent = on."""
@@ -344,8 +359,18 @@ class Session:
             {j.queue for j in jobs if j.queue in self.queues}, key=functools.cmp_to_key(by_queue)
         )
         rank = {q: i for i, q in enumerate(qorder)}
-        by_job = sorted(jobs, key=functools.cmp_to_key(self.job_compare))
-        return sorted(by_job, key=lambda j: rank.get(j.queue, len(rank)))
+        return sorted(jobs, key=lambda j: (rank.get(j.queue, len(rank)), self._job_key(j)))
+
+    def _job_key(self, job: Job) -> object:
+        """A sort key with job_compare's order: the plugins' keys, tier by tier, then
+        creation time and name; a comparison wrapper when a plugin has no key."""
+        if self._order_keys is None:
+            chain = [p for tier in self._plugins(JobOrder, "enableJobOrder") for p in tier]
+            keyed = [p for p in chain if isinstance(p, JobOrderKey)]
+            self._order_keys = keyed if len(keyed) == len(chain) else False
+        if self._order_keys is False:
+            return functools.cmp_to_key(self.job_compare)(job)
+        return (*(p.job_order_key(self, job) for p in self._order_keys), job.created, job.key)
 
     def enqueueable(self, job: Job, request: IntArray) -> Status:
         permitted = False

@@ -84,6 +84,9 @@ class Drf:
     def job_order(self, ssn: Session, a: Job, b: Job) -> int:
         return (a.share > b.share) - (a.share < b.share)
 
+    def job_order_key(self, ssn: Session, job: Job) -> float:
+        return job.share  # the smaller dominant share first
+
     def queue_order(self, ssn: Session, a: QueueState, b: QueueState) -> int:
         if not self._paths:
             return 0

@@ -53,6 +53,9 @@ class Gang:
         # jobs still short of minMember go before jobs that already run
         return int(a.ready) - int(b.ready)
 
+    def job_order_key(self, ssn: Session, job: Job) -> float:
+        return int(job.ready)
+
     def job_valid(self, ssn: Session, job: Job) -> Status:
         exist = len(job.tasks) + job.succeeded
         if exist < job.min_member and not podless(ssn, job):

@@ -21,6 +21,9 @@ class Priority:
     def job_order(self, ssn: Session, a: Job, b: Job) -> int:
         return (b.priority > a.priority) - (a.priority > b.priority)
 
+    def job_order_key(self, ssn: Session, job: Job) -> float:
+        return -job.priority  # higher priority first
+
     def queue_order(self, ssn: Session, a: QueueState, b: QueueState) -> int:
         pa, pb = a.view.priority, b.view.priority
         return (pb > pa) - (pa > pb)

@@ -63,6 +63,10 @@ class Sla:
             return (da is None) - (db is None)  # with a waiting time first
         return (da > db) - (da < db)
 
+    def job_order_key(self, ssn: Session, job: Job) -> tuple[float, float]:
+        deadline = _deadline(job)
+        return (1.0, 0.0) if deadline is None else (0.0, deadline)
+
     def enqueue_permit(self, ssn: Session, job: Job) -> bool:
         return past_sla(ssn, job)
 
