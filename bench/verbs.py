@@ -9,6 +9,11 @@ keep-alive connection. Baselines from the same run: the /healthz round trip
 both for the wire path HTTP serves (raw request fields, reply bytes written
 from arrays) and for the struct path (msgspec structs per node, as before).
 
+Three verbs: filter and prioritize as kube-scheduler calls them with
+--no-filter-picks-node, and "pick": filter with --filter-picks-node (the default),
+which also scores the feasible nodes and answers the best one, the only call
+kube-scheduler then makes before bind (served by a second server process).
+
 Two scenarios per size:
 - best case: one identical request, no cache change in between (every memo hits);
 - churn: a new pod every filter+prioritize pair (as kube-scheduler's cycles
@@ -80,7 +85,7 @@ def pod_doc(name: str, gpus: int, node: str | None) -> dict[str, Any]:
     }
 
 
-def build_extender(nodes: int) -> Extender:
+def build_extender(nodes: int, pick: bool = False) -> Extender:
     cache = ClusterCache()
     cache.replace_nodes([node_doc(i) for i in range(nodes)])
     rng = np.random.default_rng(1)
@@ -93,7 +98,7 @@ def build_extender(nodes: int) -> Extender:
     cache.replace_pods(pods)
     metrics = Metrics()
     profile = build_profile(plugins_of(load(None)), metrics.observe_plugin)
-    return Extender(cache, profile, None, metrics)  # type: ignore[arg-type]
+    return Extender(cache, profile, None, metrics, pick_node=pick)  # type: ignore[arg-type]
 
 
 class NoWrites:
@@ -143,7 +148,7 @@ async def churn(ext: Extender, nodes: int, rate: float, actions: Any) -> None:
             print(f"bench server: tick {tick}, {actions.cycles} action cycles", file=sys.stderr)
 
 
-def serve(nodes: int, port: int, rate: float) -> None:
+def serve(nodes: int, port: int, rate: float, pick: bool = False) -> None:
     os.sched_setaffinity(0, {0})
     import asyncio
 
@@ -152,7 +157,7 @@ def serve(nodes: int, port: int, rate: float) -> None:
     from pyextender.server.app import freeze_heap, tune_gc, tune_switch_interval
     from pyextender.server.http import ExtenderApp
 
-    ext = build_extender(nodes)
+    ext = build_extender(nodes, pick)
     if os.environ.get("BENCH_DEFAULT_GC") != "1":
         tune_gc()
         tune_switch_interval()
@@ -237,24 +242,25 @@ def in_process(
         t0 = time.perf_counter()
         if path == "wire":
             w = wire.decode(body)
-            ext.filter_json(w) if verb == "filter" else ext.prioritize_json(w)
+            ext.prioritize_json(w) if verb == "prioritize" else ext.filter_json(w)
         else:
             args = dec.decode(body)
-            enc.encode(ext.filter(args) if verb == "filter" else ext.prioritize(args))
+            enc.encode(ext.prioritize(args) if verb == "prioritize" else ext.filter(args))
         out.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.thread_time() - c0) * 1000)
     return out, cpu
 
 
 def churn_http(
-    conn: http.client.HTTPConnection, names: list[str], n: int
+    conn: http.client.HTTPConnection, names: list[str], n: int, verbs: tuple[str, ...]
 ) -> dict[str, list[float]]:
-    """kube-scheduler's cycles: a new pod per filter+prioritize pair."""
-    out: dict[str, list[float]] = {"filter": [], "prioritize": []}
+    """kube-scheduler's cycles: a new pod per filter+prioritize pair (per filter alone
+    when it picks the node)."""
+    out: dict[str, list[float]] = {verb: [] for verb in verbs}
     headers = {"Content-Type": "application/json"}
     for i in range(n):
         body = json.dumps({"Pod": pod_doc(f"incoming-{i}", 1 + i % 4, None), "NodeNames": names})
-        for verb in ("filter", "prioritize"):
+        for verb in verbs:
             t0 = time.perf_counter()
             conn.request("POST", f"/{verb}", body=body.encode(), headers=headers)
             resp = conn.getresponse()
@@ -265,9 +271,12 @@ def churn_http(
     return out
 
 
-def start(nodes: int, rate: float) -> tuple[subprocess.Popen[bytes], http.client.HTTPConnection]:
+def start(
+    nodes: int, rate: float, pick: bool = False
+) -> tuple[subprocess.Popen[bytes], http.client.HTTPConnection]:
     port = free_port()
     cmd = [sys.executable, __file__, "--serve", str(nodes), "--port", str(port)]
+    cmd += ["--pick"] if pick else []
     proc = subprocess.Popen([*cmd, "--churn-rate", str(rate)])
     deadline = time.monotonic() + 60
     while True:
@@ -284,19 +293,27 @@ def start(nodes: int, rate: float) -> tuple[subprocess.Popen[bytes], http.client
             time.sleep(0.1)
 
 
-def run_churn(nodes: int, requests: int, rate: float) -> dict[str, Any]:
-    """Filter+prioritize pairs, a new pod each, while the server churns."""
-    proc, c = start(nodes, rate)
+def run_churn(nodes: int, requests: int, rate: float, pick: bool = False) -> dict[str, Any]:
+    """Filter+prioritize pairs (filter alone when it picks), a new pod each, while
+    the server churns."""
+    proc, c = start(nodes, rate, pick)
+    verbs = ("filter",) if pick else ("filter", "prioritize")
     try:
         names = [f"node-{i:05d}" for i in range(nodes)]
-        churn_http(c, names, max(requests // 20, 20))  # warm-up
+        churn_http(c, names, max(requests // 20, 20), verbs)  # warm-up
         t0 = time.perf_counter()
-        lat = churn_http(c, names, requests)
+        lat = churn_http(c, names, requests, verbs)
         wall = time.perf_counter() - t0
-        res: dict[str, Any] = {"churn_rate_per_s": rate, "churn_pairs_per_s": requests / wall}
+        res: dict[str, Any] = {}
+        if pick:
+            res["churn_pick_pods_per_s"] = requests / wall
+        else:
+            res["churn_rate_per_s"] = rate
+            res["churn_pairs_per_s"] = requests / wall
         for verb, ms in lat.items():
-            res[f"churn_{verb}_p50_ms"] = pct(ms, 50)
-            res[f"churn_{verb}_p99_ms"] = pct(ms, 99)
+            name = "pick" if pick else verb
+            res[f"churn_{name}_p50_ms"] = pct(ms, 50)
+            res[f"churn_{name}_p99_ms"] = pct(ms, 99)
         c.close()
         return res
     finally:
@@ -306,6 +323,7 @@ def run_churn(nodes: int, requests: int, rate: float) -> dict[str, Any]:
 
 def run(nodes: int, requests: int) -> dict[str, Any]:
     proc, c = start(nodes, 0)
+    picker, cp = start(nodes, 0, pick=True)
     try:
         os.sched_setaffinity(0, {1 % (os.cpu_count() or 1)})
         names = [f"node-{i:05d}" for i in range(nodes)]
@@ -316,11 +334,13 @@ def run(nodes: int, requests: int) -> dict[str, Any]:
         health = measure(c, "GET", "/healthz", None, requests)
         res["healthz_p50_ms"] = pct(health, 50)
         res["healthz_p99_ms"] = pct(health, 99)
-        ext = build_extender(nodes)
-        for verb in ("filter", "prioritize"):
-            measure(c, "POST", f"/{verb}", body, warm)
+        exts = {False: build_extender(nodes), True: build_extender(nodes, pick=True)}
+        for verb in VERBS:
+            conn, ext = (cp, exts[True]) if verb == "pick" else (c, exts[False])
+            path = "/prioritize" if verb == "prioritize" else "/filter"
+            measure(conn, "POST", path, body, warm)
             t0 = time.perf_counter()
-            lat = measure(c, "POST", f"/{verb}", body, requests)
+            lat = measure(conn, "POST", path, body, requests)
             wall = time.perf_counter() - t0
             local, local_cpu = in_process(ext, body, verb, max(requests // 4, 100), "wire")
             struct, struct_cpu = in_process(ext, body, verb, max(requests // 4, 100), "struct")
@@ -337,10 +357,16 @@ def run(nodes: int, requests: int) -> dict[str, Any]:
             res[f"{verb}_http_overhead_p50_ms"] = pct(lat, 50) - pct(local, 50)
             res[f"{verb}_p99_vs_budget_2ms"] = pct(lat, 99) / 2.0
         c.close()
+        cp.close()
         return res
     finally:
-        proc.terminate()
-        proc.wait(10)
+        for p in (proc, picker):
+            p.terminate()
+            p.wait(10)
+
+
+VERBS = ("filter", "prioritize", "pick")
+"""pick: /filter on a server with --filter-picks-node (scores too, answers one node)."""
 
 
 def main() -> None:
@@ -349,12 +375,13 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=2000, help="measured requests per verb")
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--pick", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument(
         "--churn-rate", type=float, default=100.0, help="churn ticks/s (0: best case only)"
     )
     args = ap.parse_args()
     if args.serve is not None:
-        serve(args.serve, args.port, args.churn_rate)
+        serve(args.serve, args.port, args.churn_rate, args.pick)
         return
     results = []
     for n in (int(x) for x in args.nodes.split(",")):
@@ -366,11 +393,12 @@ def main() -> None:
         res = run(n, args.requests)
         if args.churn_rate > 0:
             res.update(run_churn(n, args.requests, args.churn_rate))
+            res.update(run_churn(n, args.requests, args.churn_rate, pick=True))
         results.append(res)
     head = ("nodes", "verb", "p50 ms", "p99 ms", "req/s", "in-proc p50/p99", "struct p50/p99")
     print("{:>6} {:<11} {:>8} {:>8} {:>8} {:>16} {:>16}".format(*head), "churn p50/p99")
     for r in results:
-        for verb in ("filter", "prioritize"):
+        for verb in VERBS:
             cells = (
                 r["nodes"],
                 verb,
@@ -393,6 +421,7 @@ def main() -> None:
             )
         print(f"healthz p50 {r['healthz_p50_ms']:.3f} ms at {r['nodes']} nodes")
     print("budget (DESIGN.md §5): filter/prioritize p99 <= 2 ms at 5,000 nodes on one core")
+    print("pick: filter with --filter-picks-node (the default), kube-scheduler's only call")
     print(json.dumps({"bench": "verbs", "results": results}))
 
 
