@@ -24,15 +24,14 @@ from kubernetes.client.exceptions import ApiException
 from controllers import pods as P
 from controllers.command import CommandController
 from controllers.cronjob import CronJobController, fast_clock, real_clock
-from controllers.events import Recorder
 from controllers.http import HealthServer
 from controllers.job import JobController
 from controllers.kube import COMMANDS, CRONJOBS, JOBS, PODGROUPS, QUEUES, Kube
 from controllers.podgroup import PodGroupController
 from controllers.queue import QueueController
 from controllers.release import AdoptionWatch, release_pods
-from controllers.runtime import Context, Controller, Metrics
-from controllers.store import Obj, Store, meta
+from controllers.runtime import Context, Controller
+from controllers.store import Obj, meta
 from pyextender.api.client import api_client, body_of
 from pyextender.api.leader import LeaderElector, LeaseConfig
 
@@ -70,19 +69,7 @@ def _group_index(pod: Obj) -> list[str]:
 
 
 def build(kube: Kube, opts: Options, identity: str) -> tuple[Context, list[Controller]]:
-    ctx = Context(
-        kube=kube,
-        recorder=Recorder(kube, identity),
-        metrics=Metrics(),
-        pods=Store("pods"),
-        namespaces=Store("namespaces"),
-        jobs=Store("jobs"),
-        podgroups=Store("podgroups"),
-        queues=Store("queues"),
-        commands=Store("commands"),
-        scheduler_name=opts.scheduler_name,
-        cronjobs=Store("cronjobs"),
-    )
+    ctx = Context.empty(kube, identity, opts.scheduler_name)
     ctx.pods.add_index("group", _group_index)
     queues = QueueController(ctx)
     jobs = JobController(ctx)

@@ -79,6 +79,23 @@ class Context:
     priorityclasses: Store = field(default_factory=lambda: Store("priorityclasses"))
     """Their values order a Job's tasks for its PodGroup's minResources."""
 
+    @classmethod
+    def empty(cls, kube: Kube, identity: str, scheduler_name: str) -> Context:
+        """A context whose stores are all empty (the informers fill them), whose
+        events are recorded as ``identity``."""
+        return cls(
+            kube=kube,
+            recorder=Recorder(kube, identity),
+            metrics=Metrics(),
+            pods=Store("pods"),
+            namespaces=Store("namespaces"),
+            jobs=Store("jobs"),
+            podgroups=Store("podgroups"),
+            queues=Store("queues"),
+            commands=Store("commands"),
+            scheduler_name=scheduler_name,
+        )
+
     @property
     def stores(self) -> list[Store]:
         return [

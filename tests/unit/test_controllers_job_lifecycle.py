@@ -264,24 +264,10 @@ def test_our_claim_names_are_no_user_edit() -> None:
 
 # -- a delayed action whose cancelling pod event came first ----------------------------
 def _job_controller() -> Any:
-    from controllers.events import Recorder
     from controllers.job import JobController
-    from controllers.runtime import Context, Metrics
-    from controllers.store import Store
+    from controllers.runtime import Context
 
-    ctx = Context(
-        kube=None,  # type: ignore[arg-type]
-        recorder=Recorder(None, "test"),  # type: ignore[arg-type]
-        metrics=Metrics(),
-        pods=Store("pods"),
-        namespaces=Store("namespaces"),
-        jobs=Store("jobs"),
-        podgroups=Store("podgroups"),
-        queues=Store("queues"),
-        commands=Store("commands"),
-        scheduler_name="volcano",
-    )
-    return JobController(ctx)
+    return JobController(Context.empty(None, "test", "volcano"))  # type: ignore[arg-type]
 
 
 def named_pod(name: str, phase: str, deleting: bool = False) -> dict[str, Any]:

@@ -323,25 +323,11 @@ class FakeKube:
 
 def _controller(now: datetime) -> tuple[Any, FakeKube, list[datetime]]:
     from controllers.cronjob import CronJobController
-    from controllers.events import Recorder
-    from controllers.runtime import Context, Metrics
-    from controllers.store import Store
+    from controllers.runtime import Context
 
     kube = FakeKube()
     clock = [now]
-    ctx = Context(
-        kube=kube,  # type: ignore[arg-type]
-        recorder=Recorder(kube, "test"),  # type: ignore[arg-type]
-        metrics=Metrics(),
-        pods=Store("pods"),
-        namespaces=Store("namespaces"),
-        jobs=Store("jobs"),
-        podgroups=Store("podgroups"),
-        queues=Store("queues"),
-        commands=Store("commands"),
-        scheduler_name="volcano",
-        cronjobs=Store("cronjobs"),
-    )
+    ctx = Context.empty(kube, "test", "volcano")  # type: ignore[arg-type]
     return CronJobController(ctx, clock=lambda: clock[0]), kube, clock
 
 
