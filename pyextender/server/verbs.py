@@ -322,9 +322,10 @@ class Extender:
     def _only_best(
         self, pod: PodInfo, rows: IntArray, ok: BoolArray, names: list[str]
     ) -> BoolArray:
-        """``ok`` narrowed to the feasible row our score plugins rank first (the first
-        of equals in kube-scheduler's order, which starts at another node each cycle).
-        Without score plugins, or with one feasible node, ``ok`` as it is."""
+        """``ok`` narrowed to the feasible row our score plugins rank first (of equals,
+        the first in the order kube-scheduler listed them: its parallel filter lists
+        feasible nodes as they finish). Without score plugins, or with one feasible
+        node, ``ok`` as it is."""
         feasible = np.flatnonzero(ok)
         if feasible.shape[0] < 2 or not self.profile.scorers:
             return ok
