@@ -186,13 +186,14 @@ class Extender:
                 FailedAndUnresolvableNodes={},
             )
         rows, known, unknown = self.cache.state.rows_of(names)
-        outcome = self.profile.filter(self._context(pod), rows)
+        ctx = self._context(pod)
+        outcome = self.profile.filter(ctx, rows)
         codes = outcome.codes
         table = outcome.table
         ridx = outcome.reason_idx
         ok = codes == _SUCCESS
         if self.pick_node:
-            ok = self._only_best(pod, rows, ok, known)
+            ok = self._only_best(ctx, rows, ok, known)
         passed = [known[i] for i in np.flatnonzero(ok).tolist()]
         failed: dict[str, str] = {n: NOT_IN_CACHE for n in unknown}
         failed.update(_reasons_by_name(known, table, ridx, codes == _UNSCHEDULABLE))
@@ -285,7 +286,8 @@ class Extender:
         if got is None:
             return _encode(self.filter(self._wire_args(wire)))
         pod, rows, known, unknown, records = got
-        outcome = self.profile.filter(self._context(pod), rows)
+        ctx = self._context(pod)
+        outcome = self.profile.filter(ctx, rows)
         codes = outcome.codes
         table = outcome.table
         ridx = outcome.reason_idx
@@ -293,7 +295,7 @@ class Extender:
         ok = codes == _SUCCESS
         feasible = int(np.count_nonzero(ok))
         if self.pick_node:
-            ok = self._only_best(pod, rows, ok, known)
+            ok = self._only_best(ctx, rows, ok, known)
         unsched = codes == _UNSCHEDULABLE
         unres = codes == _UNRESOLVABLE
         used = np.flatnonzero(np.bincount(ridx, minlength=len(table)))
@@ -320,7 +322,7 @@ class Extender:
         )
 
     def _only_best(
-        self, pod: PodInfo, rows: IntArray, ok: BoolArray, names: list[str]
+        self, ctx: PodContext, rows: IntArray, ok: BoolArray, names: list[str]
     ) -> BoolArray:
         """``ok`` narrowed to the feasible row our score plugins rank first (of equals,
         the first in the order kube-scheduler listed them: its parallel filter lists
@@ -329,13 +331,13 @@ class Extender:
         feasible = np.flatnonzero(ok)
         if feasible.shape[0] < 2 or not self.profile.scorers:
             return ok
-        scores = self.profile.score(self._context(pod), rows[feasible])
+        scores = self.profile.score(ctx, rows[feasible])
         at = int(np.argmax(scores))
         best = np.zeros_like(ok)
         best[feasible[at]] = True
         # the prioritize entry of the decision log: the choice is made here now
         self._decide(
-            pod.key,
+            ctx.pod.key,
             "pick",
             best=names[int(feasible[at])],
             score=round(float(scores[at]), 2),
