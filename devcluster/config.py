@@ -81,7 +81,8 @@ def framework_scheduler(kubeconfig_path: Path, grpc_target: str, call_timeout: s
     """Framework mode: the shim-built kube-scheduler (``kube-scheduler-pyextender``) for
     profile ``volcano``, with our Pyextender plugin at every extension point it
     implements. No extender entry: Filter/Score/Reserve/Permit go to the sidecar
-    over gRPC, Permit holds gang members, and the stock DefaultBinder binds.
+    over gRPC, Permit holds gang members; Pyextender binds gang pods (with the
+    annotations Reserve chose) and DefaultBinder every other pod.
     """
     doc = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -92,7 +93,11 @@ def framework_scheduler(kubeconfig_path: Path, grpc_target: str, call_timeout: s
         "profiles": [
             {
                 "schedulerName": "volcano",
-                "plugins": {"multiPoint": {"enabled": [{"name": "Pyextender"}]}},
+                "plugins": {
+                    "multiPoint": {"enabled": [{"name": "Pyextender"}]},
+                    # before DefaultBinder: our Bind carries the GPU indices on the Binding
+                    "bind": {"enabled": [{"name": "Pyextender"}]},
+                },
                 "pluginConfig": [
                     {
                         "name": "Pyextender",

@@ -1,9 +1,11 @@
 """Framework mode's PreBind write: the placement chosen at Reserve, onto the pod.
 
-In extender mode the GPU indices ride on the Binding the bind verb creates. In
-framework mode kube-scheduler's DefaultBinder creates the Binding, so the
-sidecar patches the pod just before (PreBind). The patch carries the pod's UID
-as a precondition: a pod re-created under the same name is never annotated.
+The GPU indices normally ride on the Binding: the bind verb's in extender mode,
+the shim's Bind in framework mode (Reserve's reply names them). Only when
+another bind plugin bound a gang pod (a profile with DefaultBinder first at
+bind) does the shim ask PreBind, and the sidecar patches the pod. The patch
+carries the pod's UID as a precondition: a pod re-created under the same name
+is never annotated.
 """
 
 from __future__ import annotations

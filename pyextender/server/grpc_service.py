@@ -101,7 +101,8 @@ class SchedulerService:
         self.gang_max_wait = gang_max_wait
         """Cap on a gang's whole wait in Permit, seconds, from its first waiting member."""
         self.annotate = annotate
-        """Writes the GPU indices chosen at Reserve onto the pod at PreBind; None: not written."""
+        """Writes the GPU indices chosen at Reserve onto the pod at PreBind (which the shim
+        calls only after another bind plugin bound the pod); None: not written."""
         self.recent: OrderedDict[str, PodInfo] = OrderedDict()
 
     # -- pods ----------------------------------------------------------------
@@ -261,10 +262,22 @@ class SchedulerService:
             if gpus:
                 pod = replace(pod, annotations={**pod.annotations, GPU_INDEX_ANNOTATION: gpus})
             ext.cache.assume(pod, node)
+        # the GPUs chosen here (or at an earlier Reserve on this node) travel on
+        # the shim's Binding: the pod gets them without a write of its own
+        held = ext.cache.state.pods.get(pod.uid)
+        gpus = held.pod.annotations.get(GPU_INDEX_ANNOTATION, "") if held is not None else ""
         ext._decide(
-            pod.key, "reserve", via="grpc", node=node, result="reserved", rv=ref.resource_version
+            pod.key,
+            "reserve",
+            via="grpc",
+            node=node,
+            result="reserved",
+            rv=ref.resource_version,
+            **({"gpus": gpus} if gpus else {}),
         )
-        return pb.ReserveResponse(status=_OK)
+        return pb.ReserveResponse(
+            status=_OK, annotations={GPU_INDEX_ANNOTATION: gpus} if gpus else None
+        )
 
     async def unreserve(self, req: Any, context: Any) -> Any:
         ref = _check_ref(req)

@@ -1,6 +1,7 @@
 // Package plugin is Pyextender, a kube-scheduler framework plugin that asks the
 // pyextender sidecar (gRPC, proto/pyextender/v1) at PreFilter, Filter, PreScore,
-// Score, Reserve, Unreserve, Permit, PreBind and PostBind.
+// Score, Reserve, Unreserve, Permit and PostBind, and binds gang pods itself
+// (the Binding carries the GPU indices chosen at Reserve).
 //
 // Only gang pods of our scheduler are forwarded: a pod with another
 // schedulerName or without a PodGroup annotation passes through untouched.
@@ -49,6 +50,7 @@ const (
 	defaultCallTimeout = 5 * time.Second
 	filterKey          = fwk.StateKey(Name + "/filter")
 	scoreKey           = fwk.StateKey(Name + "/score")
+	bindKey            = fwk.StateKey(Name + "/bind")
 )
 
 // Args are the plugin's pluginConfig args.
@@ -66,6 +68,7 @@ type Args struct {
 
 // Pyextender implements the framework extension points by asking the sidecar.
 type Pyextender struct {
+	handle        fwk.Handle  // the framework's client, for Bind
 	waiting       waitingPods // the framework's pods held in Permit
 	client        pb.SchedulerClient
 	target        string
@@ -82,7 +85,7 @@ var (
 	_ fwk.ScorePlugin     = &Pyextender{}
 	_ fwk.ReservePlugin   = &Pyextender{}
 	_ fwk.PermitPlugin    = &Pyextender{}
-	_ fwk.PreBindPlugin   = &Pyextender{}
+	_ fwk.BindPlugin      = &Pyextender{}
 	_ fwk.PostBindPlugin  = &Pyextender{}
 	_ io.Closer           = &Pyextender{}
 )
@@ -117,6 +120,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s args.target %q: %w", Name, args.Target, err)
 	}
 	p := &Pyextender{
+		handle:        h,
 		waiting:       h,
 		client:        pb.NewSchedulerClient(conn),
 		target:        args.Target,
@@ -288,8 +292,15 @@ func (p *Pyextender) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, n
 // ScoreExtensions implements fwk.ScorePlugin (scores are already 0..100).
 func (p *Pyextender) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
+// bindAnnotations are what Reserve's reply asked the pod to carry once bound
+// (the GPU indices the sidecar chose); Bind writes them on the Binding.
+type bindAnnotations map[string]string
+
+// Clone implements fwk.StateData; the map is never written after Reserve.
+func (b bindAnnotations) Clone() fwk.StateData { return b }
+
 // Reserve: the sidecar counts the pod on the node (and chooses its GPUs).
-func (p *Pyextender) Reserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+func (p *Pyextender) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	if !p.ours(pod) {
 		return nil
 	}
@@ -299,7 +310,13 @@ func (p *Pyextender) Reserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod,
 	if err != nil {
 		return p.unreachable("Reserve", err)
 	}
-	return toStatus(reply.GetStatus())
+	if s := toStatus(reply.GetStatus()); s != nil {
+		return s
+	}
+	if a := reply.GetAnnotations(); len(a) > 0 {
+		state.Write(bindKey, bindAnnotations(a))
+	}
+	return nil
 }
 
 // Unreserve releases the pod in the sidecar and rejects every waiting member of
@@ -372,36 +389,55 @@ func permitDecision(reply *pb.PermitResponse) (*fwk.Status, time.Duration) {
 	}
 }
 
-// PreBindPreFlight: PreBind runs for our pods only, in parallel with other plugins'.
-func (p *Pyextender) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+// Bind writes the pod's Binding with the annotations Reserve chose: one API
+// write, where DefaultBinder plus a PreBind PATCH would be two. Pods that are
+// not ours are left to the next bind plugin (DefaultBinder). The profile must
+// list Pyextender before DefaultBinder at bind (bind: {enabled: [Pyextender]});
+// PostBind catches a profile that does not.
+func (p *Pyextender) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	if !p.ours(pod) {
-		return nil, fwk.NewStatus(fwk.Skip)
+		return fwk.NewStatus(fwk.Skip)
 	}
-	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target:     v1.ObjectReference{Kind: "Node", Name: nodeName},
+	}
+	if data, err := state.Read(bindKey); err == nil {
+		binding.Annotations = data.(bindAnnotations)
+		state.Delete(bindKey) // written: PostBind has nothing left to do
+	}
+	// the same two paths as DefaultBinder: the scheduler's API cacher when it has one
+	if c := p.handle.APICacher(); c != nil {
+		done, err := c.BindPod(binding)
+		if err == nil {
+			err = c.WaitOnFinish(ctx, done)
+		}
+		return fwk.AsStatus(err)
+	}
+	return fwk.AsStatus(p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}))
 }
 
-// PreBind lets the sidecar write the placement it chose at Reserve (GPU indices)
-// onto the pod before DefaultBinder binds it; a failure keeps the pod unbound.
-func (p *Pyextender) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	if !p.ours(pod) {
-		return nil
-	}
-	cctx, cancel := p.call(ctx)
-	defer cancel()
-	reply, err := p.client.PreBind(cctx, &pb.PreBindRequest{Pod: ref(pod), NodeName: nodeName})
-	if err != nil {
-		return p.unreachable("PreBind", err)
-	}
-	return toStatus(reply.GetStatus())
-}
-
-// PostBind tells the sidecar the pod is bound (informational).
-func (p *Pyextender) PostBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
+// PostBind tells the sidecar the pod is bound (informational). When another
+// bind plugin bound it, the annotations Reserve chose are still unwritten: the
+// sidecar's PreBind writes them now, and the log says how to fix the profile.
+func (p *Pyextender) PostBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
 	if !p.ours(pod) {
 		return
 	}
 	cctx, cancel := p.call(ctx)
 	defer cancel()
+	if _, err := state.Read(bindKey); err == nil {
+		klog.FromContext(ctx).Error(nil, "pyextender: another bind plugin bound the pod, so its annotations "+
+			"are written separately; list Pyextender first at bind (plugins.bind.enabled: [{name: Pyextender}])",
+			"pod", klog.KObj(pod))
+		reply, err := p.client.PreBind(cctx, &pb.PreBindRequest{Pod: ref(pod), NodeName: nodeName})
+		if err == nil {
+			err = toStatus(reply.GetStatus()).AsError()
+		}
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "pyextender: annotations not written", "pod", klog.KObj(pod))
+		}
+	}
 	if _, err := p.client.PostBind(cctx, &pb.PostBindRequest{Pod: ref(pod), NodeName: nodeName}); err != nil {
 		klog.FromContext(ctx).Info("pyextender: PostBind not delivered", "pod", klog.KObj(pod), "err", err)
 	}

@@ -17,12 +17,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes import watch as kwatch
 
 from tests.e2e.conftest import Env, create
 from tests.e2e.kube import (
@@ -62,11 +66,38 @@ def _decisions(url: str) -> list[dict[str, object]]:
     return rows
 
 
+class Nominations:
+    """Pods of a namespace ever seen with status.nominatedNodeName, from a watch
+    (a poll could miss the moment between the write and the binding)."""
+
+    def __init__(self, core: client.CoreV1Api, namespace: str) -> None:
+        self.watch = kwatch.Watch()
+        self.events = 0
+        self.names: set[str] = set()
+        stream = self.watch.stream(core.list_namespaced_pod, namespace, timeout_seconds=300)
+        self.thread = threading.Thread(target=self._run, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _run(self, stream: Iterator[dict[str, Any]]) -> None:
+        for event in stream:
+            self.events += 1
+            obj = event["object"]
+            if obj.status and obj.status.nominated_node_name:
+                self.names.add(obj.metadata.name)
+
+    def close(self) -> tuple[int, set[str]]:
+        """(events seen, pods nominated)."""
+        self.watch.stop()
+        self.thread.join(timeout=10)
+        return self.events, self.names
+
+
 def test_gang_all_or_nothing(env: Env) -> None:
     core, api, namespace, sidecar = env.core, env.api, env.namespace, env.sidecar
     create(core, pod("block-8", namespace, gpus=8, scheduler="default-scheduler"))
     create(core, pod("block-2", namespace, gpus=2, scheduler="default-scheduler"))
     wait_for("blockers bound", lambda: len(bound(core, namespace)) == 2)
+    nominations = Nominations(core, namespace)
     names = gang(core, api, namespace, "g", 8, gpus=1)
     sampler = Sampler(lambda: bound_of(core, namespace, names))
     why = wait_for(
@@ -87,15 +118,21 @@ def test_gang_all_or_nothing(env: Env) -> None:
     times = [float(d["time"]) for d in binds if d["result"] == "bound"]  # type: ignore[arg-type]
     assert len(times) == 8 and max(times) - min(times) < 2.0, binds
     assert all(v <= 8 for v in gpus_per_node(core).values())
-    # the GPUs chosen for each member reach the pod (extender: on the Binding;
-    # framework: written at PreBind), distinct on each node
+    # the GPUs chosen for each member reach the pod on its Binding (extender: the
+    # bind verb's; framework: the shim's Bind, with what Reserve chose), distinct
+    # on each node
     chosen: dict[str, list[str]] = {}
-    for p in core.list_namespaced_pod(namespace).items:
-        if p.metadata.name in names:
-            index = (p.metadata.annotations or {}).get("pyextender.io/gpu-index", "")
-            assert len(index.split(",")) == 1 and index.isdigit(), (p.metadata.name, index)
-            chosen.setdefault(p.spec.node_name, []).append(index)
+    members = [p for p in core.list_namespaced_pod(namespace).items if p.metadata.name in names]
+    for p in members:
+        index = (p.metadata.annotations or {}).get("pyextender.io/gpu-index", "")
+        assert len(index.split(",")) == 1 and index.isdigit(), (p.metadata.name, index)
+        chosen.setdefault(p.spec.node_name, []).append(index)
     assert all(len(set(v)) == len(v) for v in chosen.values()), chosen
+    # no write of its own for that, and none from kube-scheduler while members
+    # waited in Permit (the shim turns NominatedNodeNameForExpectation off)
+    assert not [d for d in _decisions(sidecar) if d["verb"] == "prebind"]
+    events, nominated = nominations.close()
+    assert events >= 8 and not nominated, (events, nominated)
 
 
 def test_two_gangs_that_fit_alone_but_not_together(env: Env) -> None:

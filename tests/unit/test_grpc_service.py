@@ -388,6 +388,20 @@ def test_the_same_candidates_for_another_pod_are_judged_for_that_pod(sc: Sidecar
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
 
 
+def test_reserve_answers_the_gpus_it_chose_for_the_binding(sc: Sidecar) -> None:
+    sc.add(_pod("g", 2), _pod("cpu-only", 0))
+    reply = sc.stub.Reserve(pb.ReserveRequest(pod=_ref("g"), node_name="n8"))
+    assert reply.status.code == 0
+    gpus = reply.annotations["pyextender.io/gpu-index"].split(",")
+    assert len(gpus) == 2 and len(set(gpus)) == 2, gpus
+    # a retried Reserve on the same node keeps them; a pod without GPUs gets none
+    again = sc.stub.Reserve(pb.ReserveRequest(pod=_ref("g"), node_name="n8"))
+    assert dict(again.annotations) == dict(reply.annotations)
+    cpu = sc.stub.Reserve(pb.ReserveRequest(pod=_ref("cpu-only"), node_name="n8"))
+    assert cpu.status.code == 0 and dict(cpu.annotations) == {}
+    assert sc.annotated == []  # Reserve itself writes nothing
+
+
 def test_prebind_writes_the_gpus_chosen_at_reserve_onto_the_pod(sc: Sidecar) -> None:
     sc.add(_pod("g", 2), _pod("cpu-only", 0))
     assert sc.stub.Reserve(pb.ReserveRequest(pod=_ref("g"), node_name="n8")).status.code == 0

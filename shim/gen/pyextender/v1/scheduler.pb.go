@@ -640,7 +640,12 @@ func (x *ReserveRequest) GetNodeName() string {
 type ReserveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// SUCCESS, UNSCHEDULABLE (no longer fits, with the reason) or ERROR.
-	Status        *Status `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Status *Status `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// What the pod must carry once bound, chosen at this Reserve: today the GPU
+	// indices (pyextender.io/gpu-index), so node agents read the placement from
+	// the pod. The shim's Bind puts them on the Binding it writes, and the API
+	// server copies them onto the pod: no write of its own. Empty: nothing to add.
+	Annotations   map[string]string `protobuf:"bytes,2,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -678,6 +683,13 @@ func (*ReserveResponse) Descriptor() ([]byte, []int) {
 func (x *ReserveResponse) GetStatus() *Status {
 	if x != nil {
 		return x.Status
+	}
+	return nil
+}
+
+func (x *ReserveResponse) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
 	}
 	return nil
 }
@@ -949,10 +961,12 @@ func (x *PermitResponse) GetMaxWait() *durationpb.Duration {
 	return nil
 }
 
-// PreBind: the gang is allowed and kube-scheduler is about to bind the pod.
-// The sidecar writes what it chose at Reserve onto the pod first (the GPU
-// indices, annotation pyextender.io/gpu-index), as the HTTP bind verb does on
-// the Binding, so node agents read the placement from the pod.
+// PreBind: the sidecar writes what it chose at Reserve (the GPU indices,
+// annotation pyextender.io/gpu-index) onto the pod with a PATCH of its own.
+// The shim no longer needs it before binding: its Bind carries
+// ReserveResponse.annotations on the Binding. It calls PreBind only when the
+// pod was bound by another bind plugin (a profile that lists DefaultBinder
+// before Pyextender at bind), so the placement still reaches the pod.
 type PreBindRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pod. Required.
@@ -1188,9 +1202,13 @@ const file_pyextender_v1_scheduler_proto_rawDesc = "" +
 	"\x06scores\x18\x02 \x01(\fR\x06scores\"V\n" +
 	"\x0eReserveRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.pyextender.v1.PodRefR\x03pod\x12\x1b\n" +
-	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"@\n" +
+	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"\xd3\x01\n" +
 	"\x0fReserveResponse\x12-\n" +
-	"\x06status\x18\x01 \x01(\v2\x15.pyextender.v1.StatusR\x06status\"X\n" +
+	"\x06status\x18\x01 \x01(\v2\x15.pyextender.v1.StatusR\x06status\x12Q\n" +
+	"\vannotations\x18\x02 \x03(\v2/.pyextender.v1.ReserveResponse.AnnotationsEntryR\vannotations\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
 	"\x10UnreserveRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.pyextender.v1.PodRefR\x03pod\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"B\n" +
@@ -1248,7 +1266,7 @@ func file_pyextender_v1_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_pyextender_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_pyextender_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_pyextender_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_pyextender_v1_scheduler_proto_goTypes = []any{
 	(Code)(0),                   // 0: pyextender.v1.Code
 	(*Status)(nil),              // 1: pyextender.v1.Status
@@ -1269,7 +1287,8 @@ var file_pyextender_v1_scheduler_proto_goTypes = []any{
 	(*PreBindResponse)(nil),     // 16: pyextender.v1.PreBindResponse
 	(*PostBindRequest)(nil),     // 17: pyextender.v1.PostBindRequest
 	(*PostBindResponse)(nil),    // 18: pyextender.v1.PostBindResponse
-	(*durationpb.Duration)(nil), // 19: google.protobuf.Duration
+	nil,                         // 19: pyextender.v1.ReserveResponse.AnnotationsEntry
+	(*durationpb.Duration)(nil), // 20: google.protobuf.Duration
 }
 var file_pyextender_v1_scheduler_proto_depIdxs = []int32{
 	0,  // 0: pyextender.v1.Status.code:type_name -> pyextender.v1.Code
@@ -1281,37 +1300,38 @@ var file_pyextender_v1_scheduler_proto_depIdxs = []int32{
 	1,  // 6: pyextender.v1.ScoreResponse.status:type_name -> pyextender.v1.Status
 	2,  // 7: pyextender.v1.ReserveRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 8: pyextender.v1.ReserveResponse.status:type_name -> pyextender.v1.Status
-	2,  // 9: pyextender.v1.UnreserveRequest.pod:type_name -> pyextender.v1.PodRef
-	1,  // 10: pyextender.v1.UnreserveResponse.status:type_name -> pyextender.v1.Status
-	2,  // 11: pyextender.v1.PermitRequest.pod:type_name -> pyextender.v1.PodRef
-	1,  // 12: pyextender.v1.PermitResponse.status:type_name -> pyextender.v1.Status
-	19, // 13: pyextender.v1.PermitResponse.timeout:type_name -> google.protobuf.Duration
-	19, // 14: pyextender.v1.PermitResponse.max_wait:type_name -> google.protobuf.Duration
-	2,  // 15: pyextender.v1.PreBindRequest.pod:type_name -> pyextender.v1.PodRef
-	1,  // 16: pyextender.v1.PreBindResponse.status:type_name -> pyextender.v1.Status
-	2,  // 17: pyextender.v1.PostBindRequest.pod:type_name -> pyextender.v1.PodRef
-	1,  // 18: pyextender.v1.PostBindResponse.status:type_name -> pyextender.v1.Status
-	3,  // 19: pyextender.v1.Scheduler.PreFilter:input_type -> pyextender.v1.PreFilterRequest
-	5,  // 20: pyextender.v1.Scheduler.Filter:input_type -> pyextender.v1.FilterRequest
-	7,  // 21: pyextender.v1.Scheduler.Score:input_type -> pyextender.v1.ScoreRequest
-	9,  // 22: pyextender.v1.Scheduler.Reserve:input_type -> pyextender.v1.ReserveRequest
-	11, // 23: pyextender.v1.Scheduler.Unreserve:input_type -> pyextender.v1.UnreserveRequest
-	13, // 24: pyextender.v1.Scheduler.Permit:input_type -> pyextender.v1.PermitRequest
-	15, // 25: pyextender.v1.Scheduler.PreBind:input_type -> pyextender.v1.PreBindRequest
-	17, // 26: pyextender.v1.Scheduler.PostBind:input_type -> pyextender.v1.PostBindRequest
-	4,  // 27: pyextender.v1.Scheduler.PreFilter:output_type -> pyextender.v1.PreFilterResponse
-	6,  // 28: pyextender.v1.Scheduler.Filter:output_type -> pyextender.v1.FilterResponse
-	8,  // 29: pyextender.v1.Scheduler.Score:output_type -> pyextender.v1.ScoreResponse
-	10, // 30: pyextender.v1.Scheduler.Reserve:output_type -> pyextender.v1.ReserveResponse
-	12, // 31: pyextender.v1.Scheduler.Unreserve:output_type -> pyextender.v1.UnreserveResponse
-	14, // 32: pyextender.v1.Scheduler.Permit:output_type -> pyextender.v1.PermitResponse
-	16, // 33: pyextender.v1.Scheduler.PreBind:output_type -> pyextender.v1.PreBindResponse
-	18, // 34: pyextender.v1.Scheduler.PostBind:output_type -> pyextender.v1.PostBindResponse
-	27, // [27:35] is the sub-list for method output_type
-	19, // [19:27] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	19, // 9: pyextender.v1.ReserveResponse.annotations:type_name -> pyextender.v1.ReserveResponse.AnnotationsEntry
+	2,  // 10: pyextender.v1.UnreserveRequest.pod:type_name -> pyextender.v1.PodRef
+	1,  // 11: pyextender.v1.UnreserveResponse.status:type_name -> pyextender.v1.Status
+	2,  // 12: pyextender.v1.PermitRequest.pod:type_name -> pyextender.v1.PodRef
+	1,  // 13: pyextender.v1.PermitResponse.status:type_name -> pyextender.v1.Status
+	20, // 14: pyextender.v1.PermitResponse.timeout:type_name -> google.protobuf.Duration
+	20, // 15: pyextender.v1.PermitResponse.max_wait:type_name -> google.protobuf.Duration
+	2,  // 16: pyextender.v1.PreBindRequest.pod:type_name -> pyextender.v1.PodRef
+	1,  // 17: pyextender.v1.PreBindResponse.status:type_name -> pyextender.v1.Status
+	2,  // 18: pyextender.v1.PostBindRequest.pod:type_name -> pyextender.v1.PodRef
+	1,  // 19: pyextender.v1.PostBindResponse.status:type_name -> pyextender.v1.Status
+	3,  // 20: pyextender.v1.Scheduler.PreFilter:input_type -> pyextender.v1.PreFilterRequest
+	5,  // 21: pyextender.v1.Scheduler.Filter:input_type -> pyextender.v1.FilterRequest
+	7,  // 22: pyextender.v1.Scheduler.Score:input_type -> pyextender.v1.ScoreRequest
+	9,  // 23: pyextender.v1.Scheduler.Reserve:input_type -> pyextender.v1.ReserveRequest
+	11, // 24: pyextender.v1.Scheduler.Unreserve:input_type -> pyextender.v1.UnreserveRequest
+	13, // 25: pyextender.v1.Scheduler.Permit:input_type -> pyextender.v1.PermitRequest
+	15, // 26: pyextender.v1.Scheduler.PreBind:input_type -> pyextender.v1.PreBindRequest
+	17, // 27: pyextender.v1.Scheduler.PostBind:input_type -> pyextender.v1.PostBindRequest
+	4,  // 28: pyextender.v1.Scheduler.PreFilter:output_type -> pyextender.v1.PreFilterResponse
+	6,  // 29: pyextender.v1.Scheduler.Filter:output_type -> pyextender.v1.FilterResponse
+	8,  // 30: pyextender.v1.Scheduler.Score:output_type -> pyextender.v1.ScoreResponse
+	10, // 31: pyextender.v1.Scheduler.Reserve:output_type -> pyextender.v1.ReserveResponse
+	12, // 32: pyextender.v1.Scheduler.Unreserve:output_type -> pyextender.v1.UnreserveResponse
+	14, // 33: pyextender.v1.Scheduler.Permit:output_type -> pyextender.v1.PermitResponse
+	16, // 34: pyextender.v1.Scheduler.PreBind:output_type -> pyextender.v1.PreBindResponse
+	18, // 35: pyextender.v1.Scheduler.PostBind:output_type -> pyextender.v1.PostBindResponse
+	28, // [28:36] is the sub-list for method output_type
+	20, // [20:28] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_pyextender_v1_scheduler_proto_init() }
@@ -1325,7 +1345,7 @@ func file_pyextender_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pyextender_v1_scheduler_proto_rawDesc), len(file_pyextender_v1_scheduler_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
