@@ -25,6 +25,8 @@ class Batch:
     """The PodRef, or None when the request has none."""
     names: list[str]
     """Candidate node names, in request order. Shared between calls: never mutate."""
+    with_scores: bool = False
+    """FilterRequest.with_scores (always False for a ScoreRequest)."""
 
 
 def pod_span(raw: bytes) -> tuple[int, int] | None:
@@ -53,17 +55,21 @@ class BatchParser:
         self.tail = b""
         """The bytes after the pod field in the request the cached names came from."""
         self.names: list[str] = []
+        self.with_scores = False
 
     def parse(self, raw: bytes) -> Batch:
         """Raises google.protobuf.message.DecodeError for bytes that are not the message."""
         span = pod_span(raw)
         if span is not None and self.tail and raw[span[1] :] == self.tail:
-            return Batch(pb.PodRef.FromString(raw[span[0] : span[1]]), self.names)
+            # the tail holds every later field: the same tail, the same flag
+            pod = pb.PodRef.FromString(raw[span[0] : span[1]])
+            return Batch(pod, self.names, self.with_scores)
         req = self.message.FromString(raw)
         names = list(req.node_names)
         pod = req.pod if req.HasField("pod") else None
+        with_scores = bool(getattr(req, "with_scores", False))
         # cache only when the leading pod field is the whole pod (no second pod
         # field further on, which protobuf would merge in)
         if span is not None and pod == pb.PodRef.FromString(raw[span[0] : span[1]]):
-            self.tail, self.names = raw[span[1] :], names
-        return Batch(pod, names)
+            self.tail, self.names, self.with_scores = raw[span[1] :], names, with_scores
+        return Batch(pod, names, with_scores)

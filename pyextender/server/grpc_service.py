@@ -23,18 +23,19 @@ from typing import Any
 
 import grpc
 import numpy as np
+import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
 from pyextender.api.names import GPU_INDEX_ANNOTATION
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict
-from pyextender.framework.interfaces import MAX_NODE_SCORE
+from pyextender.framework.interfaces import MAX_NODE_SCORE, IntArray, PodContext
 from pyextender.framework.status import Code
 from pyextender.server.grpc_annotate import Annotator
 from pyextender.server.grpc_batch import Batch, BatchParser
 from pyextender.server.grpc_permit import DEFAULT_MAX_WAIT_S, quorum
 from pyextender.server.proto_gen.pyextender.v1 import scheduler_pb2 as pb
 from pyextender.server.threads import API_THREADS
-from pyextender.server.verbs import NOT_IN_CACHE, Extender
+from pyextender.server.verbs import NOT_IN_CACHE, BoolArray, Extender
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,13 @@ class SchedulerService:
         return pod.scheduler_name == self.ext.cache.scheduler_name
 
     # -- extension points ------------------------------------------------------
+    def _group_missing(self, pod: PodInfo) -> Any | None:
+        """UNSCHEDULABLE_AND_UNRESOLVABLE when the pod's PodGroup does not exist."""
+        key = self.ext.cache.group_of(pod)
+        if key and key not in self.ext.cache.groups:
+            return _status(pb.UNSCHEDULABLE_AND_UNRESOLVABLE, f"PodGroup {key} does not exist")
+        return None
+
     async def pre_filter(self, req: Any, context: Any) -> Any:
         ref = _check_ref(req)
         pod = await self._pod(ref, context)
@@ -151,12 +159,7 @@ class SchedulerService:
             return pb.PreFilterResponse(
                 status=_status(pb.SKIP, f"schedulerName {pod.scheduler_name!r} is not ours")
             )
-        key = self.ext.cache.group_of(pod)
-        if key and key not in self.ext.cache.groups:
-            return pb.PreFilterResponse(
-                status=_status(pb.UNSCHEDULABLE_AND_UNRESOLVABLE, f"PodGroup {key} does not exist")
-            )
-        return pb.PreFilterResponse(status=_OK)
+        return pb.PreFilterResponse(status=self._group_missing(pod) or _OK)
 
     async def filter(self, req: Batch, context: Any) -> Any:
         ref = _require_ref(req.pod)
@@ -171,11 +174,20 @@ class SchedulerService:
                 reasons=[""],
                 reason_index=bytes(2 * len(names)),
             )
+        missing = self._group_missing(pod)
+        if missing is not None:
+            return pb.FilterResponse(status=missing)
         ext = self.ext
         state = ext.cache.state
-        rows, _, unknown = state.rows_of(names)
+        rows, known, unknown = state.rows_of(names)
+        ctx = ext._context(pod)
         with ext.courtesy.serving():
-            outcome = ext.profile.filter(ext._context(pod), rows)
+            outcome = ext.profile.filter(ctx, rows)
+            scores = (
+                self._scores_of_fitting(pod, ctx, rows, outcome.codes == _SUCCESS, known)
+                if req.with_scores
+                else None
+            )
         table = list(outcome.table)
         codes = _WIRE_CODE[outcome.codes]
         ridx = outcome.reason_idx.astype("<u2")
@@ -187,6 +199,10 @@ class SchedulerService:
             table.append(NOT_IN_CACHE)
             all_codes[seen], all_ridx[seen] = codes, ridx
             codes, ridx = all_codes, all_ridx
+            if scores is not None:
+                all_scores = np.zeros(len(names), dtype=np.uint8)
+                all_scores[seen] = scores
+                scores = all_scores
         if len(table) > MAX_REASONS:
             raise RuntimeError(f"{len(table)} distinct reasons; a reply carries {MAX_REASONS}")
         failed = int(np.count_nonzero(codes))
@@ -199,8 +215,32 @@ class SchedulerService:
             reasons=sorted({table[r] for r in np.unique(ridx).tolist() if r}),
         )
         return pb.FilterResponse(
-            status=_OK, codes=codes.tobytes(), reasons=table, reason_index=ridx.tobytes()
+            status=_OK,
+            codes=codes.tobytes(),
+            reasons=table,
+            reason_index=ridx.tobytes(),
+            scores=b"" if scores is None else scores.tobytes(),
         )
+
+    def _scores_of_fitting(
+        self, pod: PodInfo, ctx: PodContext, rows: IntArray, fits: BoolArray, known: list[str]
+    ) -> npt.NDArray[np.uint8]:
+        """Scores (0..100) of ``rows`` for the rows that fit, 0 for the others: the
+        Score call's answer, from the pod context the filter built."""
+        scores = np.zeros(len(rows), dtype=np.uint8)
+        if fits.any():
+            raw = self.ext.profile.score(ctx, rows[fits])
+            scores[fits] = np.clip(np.rint(raw), 0, MAX_NODE_SCORE).astype(np.uint8)
+            best = int(np.argmax(scores))
+            self.ext._decide(
+                pod.key,
+                "score",
+                via="grpc",
+                best=known[best],
+                score=int(scores[best]),
+                nodes=int(np.count_nonzero(fits)),
+            )
+        return scores
 
     async def score(self, req: Batch, context: Any) -> Any:
         ref = _require_ref(req.pod)

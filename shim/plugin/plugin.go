@@ -7,8 +7,8 @@
 // schedulerName or without a PodGroup annotation passes through untouched.
 //
 // Filter and Score are batched: PreFilter asks the sidecar once about every
-// node and Filter answers the framework's per-node calls from that reply (the
-// same for PreScore/Score).
+// node, and the reply carries the verdicts and the scores of the nodes that
+// fit; Filter and Score answer the framework's per-node calls from it.
 //
 // Permit is the gang barrier. The sidecar counts the gang's members (bound,
 // reserved, or waiting here) and answers allow or wait. On allow, every waiting
@@ -182,28 +182,23 @@ type nodeScores map[string]int64
 // Clone implements fwk.StateData.
 func (s nodeScores) Clone() fwk.StateData { return s }
 
-// PreFilter asks the sidecar about the pod, then about every node at once.
+// PreFilter asks the sidecar about the pod and every node in one call: the
+// verdicts, and the scores of the nodes that fit, so PreScore needs no call.
 func (p *Pyextender) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if !p.ours(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	cctx, cancel := p.call(ctx)
 	defer cancel()
-	pre, err := p.client.PreFilter(cctx, &pb.PreFilterRequest{Pod: ref(pod)})
-	if err != nil {
-		return nil, p.unreachable("PreFilter", err)
-	}
-	if s := toStatus(pre.GetStatus()); s != nil {
-		return nil, s
-	}
 	names := make([]string, 0, len(nodes))
 	for _, n := range nodes {
 		names = append(names, n.Node().Name)
 	}
-	reply, err := p.client.Filter(cctx, &pb.FilterRequest{Pod: ref(pod), NodeNames: names})
+	reply, err := p.client.Filter(cctx, &pb.FilterRequest{Pod: ref(pod), NodeNames: names, WithScores: true})
 	if err != nil {
 		return nil, p.unreachable("Filter", err)
 	}
+	// the pod-level answer (e.g. its PodGroup does not exist) comes as the status
 	if s := toStatus(reply.GetStatus()); s != nil {
 		return nil, s
 	}
@@ -212,7 +207,26 @@ func (p *Pyextender) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		return nil, fwk.NewStatus(fwk.Error, err.Error())
 	}
 	state.Write(filterKey, verdicts)
+	if scores := readScores(names, verdicts, reply.GetScores()); scores != nil {
+		state.Write(scoreKey, scores)
+	}
 	return nil, nil
+}
+
+// readScores keeps the scores of the nodes that fit, one byte per node in
+// request order; nil when the reply has none (a sidecar that does not score
+// at Filter: PreScore asks Score then).
+func readScores(names []string, verdicts filterVerdicts, column []byte) nodeScores {
+	if len(column) != len(names) {
+		return nil
+	}
+	scores := make(nodeScores, len(names)-len(verdicts))
+	for i, name := range names {
+		if _, rejected := verdicts[name]; !rejected {
+			scores[name] = int64(column[i])
+		}
+	}
+	return scores
 }
 
 // readVerdicts turns the reply's columns (one code byte and one little-endian
@@ -250,7 +264,8 @@ func (p *Pyextender) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 	return data.(filterVerdicts)[node.Node().Name]
 }
 
-// PreScore asks the sidecar to score every feasible node at once.
+// PreScore uses the scores Filter's reply carried; without them (or for a node
+// they lack) it asks the sidecar to score every feasible node at once.
 func (p *Pyextender) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	if !p.ours(pod) {
 		return fwk.NewStatus(fwk.Skip)
@@ -258,6 +273,9 @@ func (p *Pyextender) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	names := make([]string, 0, len(nodes))
 	for _, n := range nodes {
 		names = append(names, n.Node().Name)
+	}
+	if data, err := state.Read(scoreKey); err == nil && covers(data.(nodeScores), names) {
+		return nil
 	}
 	cctx, cancel := p.call(ctx)
 	defer cancel()
@@ -278,6 +296,16 @@ func (p *Pyextender) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	state.Write(scoreKey, scores)
 	return nil
+}
+
+// covers: every node has a score.
+func covers(scores nodeScores, names []string) bool {
+	for _, name := range names {
+		if _, ok := scores[name]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // Score answers from the batched scores (0..100, the framework's range).

@@ -166,6 +166,36 @@ def test_prefilter_skips_pods_of_other_schedulers_and_names_missing_groups(sc: S
     assert lost.status.reason == "PodGroup ns/nogroup does not exist"
 
 
+def test_filter_answers_what_prefilter_would(sc: Sidecar) -> None:
+    sc.add(_pod("other", 1, scheduler="default-scheduler"), _pod("lost", 1, group="nogroup"))
+    other = sc.stub.Filter(pb.FilterRequest(pod=_ref("other"), node_names=["n4", "n8"]))
+    assert other.status.code == pb.SUCCESS and _rejected(other, ["n4", "n8"]) == {}
+    lost = sc.stub.Filter(pb.FilterRequest(pod=_ref("lost"), node_names=["n4"], with_scores=True))
+    assert lost.status.code == pb.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert lost.status.reason == "PodGroup ns/nogroup does not exist"
+
+
+def test_filter_with_scores_scores_the_nodes_that_fit_as_score_does(sc: Sidecar) -> None:
+    sc.add(_pod("p", 6))
+    names = ["n4", "ghost", "n8"]
+    plain = sc.stub.Filter(pb.FilterRequest(pod=_ref("p"), node_names=names))
+    assert plain.scores == b""  # not asked
+    both = sc.stub.Filter(pb.FilterRequest(pod=_ref("p"), node_names=names, with_scores=True))
+    assert list(_rejected(both, names)) == ["n4", "ghost"]
+    assert both.codes == plain.codes and both.reason_index == plain.reason_index
+    score = sc.stub.Score(pb.ScoreRequest(pod=_ref("p"), node_names=["n8"]))
+    # the node that fits scores as Score scores it; the rejected and unknown ones 0
+    assert list(both.scores) == [0, 0, score.scores[0]] and score.scores[0] > 0
+
+
+def test_batch_parser_keeps_the_with_scores_flag_of_a_cached_list() -> None:
+    parser = BatchParser(pb.FilterRequest)
+    names = [f"node-{i}" for i in range(10)]
+    for flag in (True, True, False, False, True):
+        raw = pb.FilterRequest(pod=_ref("a"), node_names=names, with_scores=flag)
+        assert parser.parse(raw.SerializeToString()).with_scores is flag
+
+
 def test_pod_newer_than_the_cache_is_read_from_the_api(sc: Sidecar) -> None:
     sc.binder.pods["ns/fresh"] = _pod("fresh", 1)
     assert sc.stub.PreFilter(pb.PreFilterRequest(pod=_ref("fresh"))).status.code == pb.SUCCESS

@@ -240,7 +240,8 @@ func (x *PodRef) GetName() string {
 	return ""
 }
 
-// PreFilter: once per scheduling cycle, before any Filter.
+// PreFilter: once per scheduling cycle, before any Filter. The shim now asks
+// Filter alone, which gives the same answer; PreFilter stays for other callers.
 type PreFilterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pod. Required.
@@ -337,12 +338,19 @@ func (x *PreFilterResponse) GetStatus() *Status {
 // Filter: which of the candidate nodes can run the pod, batched over all of
 // them in one call (the shim asks once per cycle and answers the framework's
 // per-node Filter calls from the reply).
+//
+// Filter also answers what PreFilter would (a pod of another scheduler passes
+// every node; a pod whose PodGroup does not exist is
+// UNSCHEDULABLE_AND_UNRESOLVABLE), so the shim asks Filter alone.
 type FilterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pod. Required.
 	Pod *PodRef `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
 	// Candidate node names. May be empty (then the reply is empty).
-	NodeNames     []string `protobuf:"bytes,2,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
+	NodeNames []string `protobuf:"bytes,2,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
+	// Also score the nodes that fit (FilterResponse.scores), from the same view of
+	// the cluster: the shim then needs no Score call in this cycle.
+	WithScores    bool `protobuf:"varint,3,opt,name=with_scores,json=withScores,proto3" json:"with_scores,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -391,6 +399,13 @@ func (x *FilterRequest) GetNodeNames() []string {
 	return nil
 }
 
+func (x *FilterRequest) GetWithScores() bool {
+	if x != nil {
+		return x.WithScores
+	}
+	return false
+}
+
 // The verdicts are columns aligned with FilterRequest.node_names (node i is
 // codes[i], reasons[reason_index[i]]): building and reading them costs no
 // per-node message, which matters at 10,000 nodes inside the serial cycle.
@@ -407,7 +422,10 @@ type FilterResponse struct {
 	Reasons []string `protobuf:"bytes,3,rep,name=reasons,proto3" json:"reasons,omitempty"`
 	// Two bytes per node, little-endian uint16: the index into `reasons` of the
 	// node's reason (e.g. "Insufficient nvidia.com/gpu").
-	ReasonIndex   []byte `protobuf:"bytes,4,opt,name=reason_index,json=reasonIndex,proto3" json:"reason_index,omitempty"`
+	ReasonIndex []byte `protobuf:"bytes,4,opt,name=reason_index,json=reasonIndex,proto3" json:"reason_index,omitempty"`
+	// With FilterRequest.with_scores: one byte per node, as ScoreResponse.scores
+	// (0..100) for the nodes that fit, 0 for the others. Empty otherwise.
+	Scores        []byte `protobuf:"bytes,5,opt,name=scores,proto3" json:"scores,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -466,6 +484,13 @@ func (x *FilterResponse) GetReasons() []string {
 func (x *FilterResponse) GetReasonIndex() []byte {
 	if x != nil {
 		return x.ReasonIndex
+	}
+	return nil
+}
+
+func (x *FilterResponse) GetScores() []byte {
+	if x != nil {
+		return x.Scores
 	}
 	return nil
 }
@@ -1183,16 +1208,19 @@ const file_pyextender_v1_scheduler_proto_rawDesc = "" +
 	"\x10PreFilterRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.pyextender.v1.PodRefR\x03pod\"B\n" +
 	"\x11PreFilterResponse\x12-\n" +
-	"\x06status\x18\x01 \x01(\v2\x15.pyextender.v1.StatusR\x06status\"W\n" +
+	"\x06status\x18\x01 \x01(\v2\x15.pyextender.v1.StatusR\x06status\"x\n" +
 	"\rFilterRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.pyextender.v1.PodRefR\x03pod\x12\x1d\n" +
 	"\n" +
-	"node_names\x18\x02 \x03(\tR\tnodeNames\"\x92\x01\n" +
+	"node_names\x18\x02 \x03(\tR\tnodeNames\x12\x1f\n" +
+	"\vwith_scores\x18\x03 \x01(\bR\n" +
+	"withScores\"\xaa\x01\n" +
 	"\x0eFilterResponse\x12-\n" +
 	"\x06status\x18\x01 \x01(\v2\x15.pyextender.v1.StatusR\x06status\x12\x14\n" +
 	"\x05codes\x18\x02 \x01(\fR\x05codes\x12\x18\n" +
 	"\areasons\x18\x03 \x03(\tR\areasons\x12!\n" +
-	"\freason_index\x18\x04 \x01(\fR\vreasonIndex\"V\n" +
+	"\freason_index\x18\x04 \x01(\fR\vreasonIndex\x12\x16\n" +
+	"\x06scores\x18\x05 \x01(\fR\x06scores\"V\n" +
 	"\fScoreRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.pyextender.v1.PodRefR\x03pod\x12\x1d\n" +
 	"\n" +

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -141,5 +142,75 @@ func TestPostBindWritesAnnotationsAnotherBinderLeftOut(t *testing.T) {
 	}
 	if len(sc.preBinds) != 1 || sc.preBinds[0] != "g-1@n1" {
 		t.Fatalf("sidecar PreBind calls %v, want [g-1@n1]: the annotations must still reach the pod", sc.preBinds)
+	}
+}
+
+// filterSidecar answers Filter with fixed columns and counts Score calls.
+type filterSidecar struct {
+	pb.SchedulerClient // other methods are not called
+	codes, scores      []byte
+	scoreCalls         int
+	request            *pb.FilterRequest
+}
+
+func (s *filterSidecar) Filter(_ context.Context, in *pb.FilterRequest, _ ...grpc.CallOption) (*pb.FilterResponse, error) {
+	s.request = in
+	return &pb.FilterResponse{
+		Status: &pb.Status{}, Codes: s.codes, Reasons: []string{"", "Insufficient nvidia.com/gpu"},
+		ReasonIndex: make([]byte, 2*len(s.codes)), Scores: s.scores,
+	}, nil
+}
+
+func (s *filterSidecar) Score(_ context.Context, in *pb.ScoreRequest, _ ...grpc.CallOption) (*pb.ScoreResponse, error) {
+	s.scoreCalls++
+	return &pb.ScoreResponse{Status: &pb.Status{}, Scores: make([]byte, len(in.NodeNames))}, nil
+}
+
+func nodeInfos(names ...string) []fwk.NodeInfo {
+	out := make([]fwk.NodeInfo, 0, len(names))
+	for _, n := range names {
+		info := framework.NewNodeInfo()
+		info.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
+		out = append(out, info)
+	}
+	return out
+}
+
+func TestFilterReplyScoresTheCycleWithoutAScoreCall(t *testing.T) {
+	sc := &filterSidecar{codes: []byte{0, byte(pb.Code_UNSCHEDULABLE), 0}, scores: []byte{70, 0, 40}}
+	p := &Pyextender{client: sc, timeout: time.Second, schedulerName: "volcano"}
+	ctx, state, pod := context.Background(), framework.NewCycleState(), ourMember("g-0", "g")
+	all := nodeInfos("n1", "n2", "n3")
+	if _, st := p.PreFilter(ctx, state, pod, all); !st.IsSuccess() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	if !sc.request.WithScores {
+		t.Fatal("Filter asked without with_scores")
+	}
+	if st := p.Filter(ctx, state, pod, all[1]); st.IsSuccess() {
+		t.Fatal("n2 passed Filter though the sidecar rejected it")
+	}
+	feasible := []fwk.NodeInfo{all[0], all[2]}
+	if st := p.PreScore(ctx, state, pod, feasible); !st.IsSuccess() {
+		t.Fatalf("PreScore: %v", st)
+	}
+	if sc.scoreCalls != 0 {
+		t.Fatalf("%d Score calls, want none: Filter's reply had the scores", sc.scoreCalls)
+	}
+	for node, want := range map[fwk.NodeInfo]int64{all[0]: 70, all[2]: 40} {
+		if got, st := p.Score(ctx, state, pod, node); got != want || !st.IsSuccess() {
+			t.Errorf("Score(%s) = %d %v, want %d", node.Node().Name, got, st, want)
+		}
+	}
+}
+
+func TestWithoutScoresInTheFilterReplyPreScoreAsksTheSidecar(t *testing.T) {
+	sc := &filterSidecar{codes: []byte{0, 0}} // a sidecar that does not score at Filter
+	p := &Pyextender{client: sc, timeout: time.Second, schedulerName: "volcano"}
+	ctx, state, pod := context.Background(), framework.NewCycleState(), ourMember("g-0", "g")
+	all := nodeInfos("n1", "n2")
+	p.PreFilter(ctx, state, pod, all)
+	if st := p.PreScore(ctx, state, pod, all); !st.IsSuccess() || sc.scoreCalls != 1 {
+		t.Fatalf("PreScore %v with %d Score calls, want success with 1", st, sc.scoreCalls)
 	}
 }
