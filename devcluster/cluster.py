@@ -173,7 +173,8 @@ class Cluster:
         node_lease_s: int = 40,
     ) -> ClusterState:
         """``node_lease_s``: kwok's node Lease duration; it renews every Lease at a
-        quarter of it, all nodes in one burst (500 nodes: 500 PUTs within a second)."""
+        quarter of it, all nodes in one burst (500 nodes: 500 PUTs within a second).
+        Each node's status heartbeat comes as rarely (kwok_stages.node_stages)."""
         if crds not in CRD_SETS:
             raise ValueError(f"crds {crds!r}: expected one of {', '.join(CRD_SETS)}")
         if mode not in MODES:
@@ -219,13 +220,14 @@ class Cluster:
             self._start_apiserver(st, bins["kube-apiserver"], pki_dir, timeout)
             self._install_crds(st, timeout, CRD_SETS[crds]())
             self._create_nodes(st, nodes, shape, supernodes)
+            stages = kwok_stages.write_config(self.dir / "kwok-stages.yaml", node_lease_s)
             self._spawn(
                 st,
                 "kwok",
                 [
                     str(bins["kwok"]),
                     f"--kubeconfig={kc}",
-                    f"--config={kwok_stages.write_config(self.dir / 'kwok-stages.yaml')}",
+                    f"--config={stages}",
                     "--manage-all-nodes=false",
                     "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                     "--cidr=10.64.0.0/12",

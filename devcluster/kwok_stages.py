@@ -18,6 +18,18 @@ its own stages:
 
 The end time is counted from the pod's ``status.startTime``, so it does not move
 when kwok restarts or the pod is updated meanwhile.
+
+Nodes get stages of ours too. kwok 0.7 picks its default node heartbeat the
+wrong way round: with node Leases on it still rewrites every node's status every
+20-25 s, all nodes in one burst (500 PATCHes in a few seconds on a 500-node
+cluster), which lands in whatever a benchmark is measuring. Here:
+
+- a node that is not Ready yet becomes Ready, with its addresses (``node-ready``);
+  capacity, allocatable and nodeInfo stay as devcluster created the node;
+- a Ready node's status heartbeat comes once per ``heartbeat_s`` seconds (up to
+  10 % later, so nodes created together drift apart), the node Lease's length
+  (``node-heartbeat``). Nothing here reads it (no node lifecycle controller
+  runs); the Lease says the node is alive.
 """
 
 from __future__ import annotations
@@ -104,13 +116,78 @@ phase: {{ if $ok }}Succeeded{{ else }}Failed{{ end }}
 """.replace("EXIT_CODE_ANNOTATION", EXIT_CODE_ANNOTATION)
 
 
-def _stage(name: str, spec: dict[str, object]) -> dict[str, object]:
+_NODE = {"apiGroup": "v1", "kind": "Node"}
+_CONDITION = (
+    "- {{type: {0}, status: {1!r}, reason: {2}, message: {3!r}, "
+    "lastHeartbeatTime: {{{{ $now | Quote }}}}, lastTransitionTime: {{{{ $since | Quote }}}}}}"
+)
+_NODE_CONDITIONS = "\n".join(
+    _CONDITION.format(*c)
+    for c in (
+        ("Ready", "True", "KubeletReady", "kwok node is ready"),
+        ("MemoryPressure", "False", "KubeletHasSufficientMemory", "enough memory"),
+        ("DiskPressure", "False", "KubeletHasNoDiskPressure", "no disk pressure"),
+        ("PIDPressure", "False", "KubeletHasSufficientPID", "enough PIDs"),
+        ("NetworkUnavailable", "False", "RouteCreated", "routes created"),
+    )
+)
+_NODE_HEARTBEAT = f"""\
+{{{{ $now := Now }}}}
+{{{{ $since := or .metadata.creationTimestamp $now }}}}
+conditions:
+{_NODE_CONDITIONS}
+"""
+_NODE_READY = (
+    _NODE_HEARTBEAT
+    + """\
+addresses:
+- {type: InternalIP, address: {{ NodeIP | Quote }}}
+- {type: Hostname, address: {{ .metadata.name | Quote }}}
+phase: Running
+"""
+)
+_NODE_IS_READY = {
+    "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+    "operator": "In",
+    "values": ["True"],
+}
+
+
+def _stage(
+    name: str, spec: dict[str, object], ref: dict[str, str] | None = None
+) -> dict[str, object]:
     return {
         "apiVersion": "kwok.x-k8s.io/v1alpha1",
         "kind": "Stage",
         "metadata": {"name": name},
-        "spec": {"resourceRef": _POD, **spec},
+        "spec": {"resourceRef": ref or _POD, **spec},
     }
+
+
+def node_stages(heartbeat_s: int) -> list[dict[str, object]]:
+    """kwok Stage documents for nodes, as described in the module docstring."""
+    return [
+        _stage(
+            "node-ready",
+            {
+                "selector": {"matchExpressions": [{**_NODE_IS_READY, "operator": "NotIn"}]},
+                "next": {"statusTemplate": _NODE_READY},
+            },
+            _NODE,
+        ),
+        _stage(
+            "node-heartbeat",
+            {
+                "selector": {"matchExpressions": [_NODE_IS_READY]},
+                "delay": {
+                    "durationMilliseconds": heartbeat_s * 1000,
+                    "jitterDurationMilliseconds": heartbeat_s * 1100,
+                },
+                "next": {"statusTemplate": _NODE_HEARTBEAT},
+            },
+            _NODE,
+        ),
+    ]
 
 
 def pod_stages() -> list[dict[str, object]]:
@@ -190,7 +267,8 @@ def pod_stages() -> list[dict[str, object]]:
     ]
 
 
-def write_config(path: Path) -> Path:
-    """Write the stages as one multi-document YAML file for ``kwok --config``."""
-    path.write_text(yaml.safe_dump_all(pod_stages(), sort_keys=False))
+def write_config(path: Path, heartbeat_s: int) -> Path:
+    """Write the stages as one multi-document YAML file for ``kwok --config``;
+    ``heartbeat_s``: seconds between a node's status heartbeats."""
+    path.write_text(yaml.safe_dump_all([*node_stages(heartbeat_s), *pod_stages()], sort_keys=False))
     return path

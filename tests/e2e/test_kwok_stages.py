@@ -104,3 +104,20 @@ def test_simulated_duration_ends_pods_succeeded_or_failed_after_that_time(
     ran = (term.finished_at - failed.start_time).total_seconds()
     assert 3 <= ran <= 10, ran
     assert phase(core, ns, "long") == "Running"
+
+
+def test_nodes_are_ready_with_the_capacity_devcluster_gave_them(core: client.CoreV1Api) -> None:
+    """Our node stages (kwok's default heartbeat is replaced): Ready, addresses, phase
+    Running, and the status devcluster created the node with left as it was."""
+    nodes = [n for n in core.list_node().items if n.metadata.name.startswith("kwok-node-")]
+    assert nodes
+    for node in nodes:
+        conditions = {c.type: c for c in node.status.conditions}
+        assert conditions["Ready"].status == "True", node.metadata.name
+        assert conditions["Ready"].reason == "KubeletReady"
+        assert all(conditions[t].status == "False" for t in ("MemoryPressure", "DiskPressure"))
+        addresses = {a.type: a.address for a in node.status.addresses}
+        assert addresses == {"InternalIP": "127.0.0.1", "Hostname": node.metadata.name}
+        assert node.status.phase == "Running"
+        assert node.status.allocatable == node.status.capacity and "cpu" in node.status.capacity
+        assert node.status.node_info.kubelet_version == "fake"
