@@ -17,7 +17,9 @@ Go client (shim/benchclient, skipped with --no-go-client): the callers as they
 really are, kube-scheduler's HTTPExtender (encoding/json of ExtenderArgs with the
 whole Pod, reply decoded) and the shim (protobuf PodRef + names, reply
 decoded), again alternating call by call. Python's gRPC client costs a few
-hundred microseconds per call more than http.client; Go's does not.
+hundred microseconds per call more than http.client; Go's does not. The Go
+client also times what the shim asks per pod before Reserve: one Filter call
+with_scores (verdicts and scores together), against Filter then Score.
 
 Usage: python bench/grpc_verbs.py [--nodes 1000,5000,10000] [--requests 1000] [--no-go-client]
 Last line: one JSON object with every figure.
@@ -297,6 +299,20 @@ def main() -> None:
                     "yes" if r[f"go_{verb}_grpc_p99_below_http"] else "NO",
                 )
                 print("{:>6} {:<7} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>16}".format(*cells))
+        print("Go client, the shim's gRPC calls per pod before Reserve (ms):")
+        print("{:>6} {:>16} {:>16} {:>17} {:>17}".format(
+            "nodes", "Filter+Score p50", "Filter+Score p99", "Filter+scores p50",
+            "Filter+scores p99"))  # fmt: skip
+        for r in results:
+            print(
+                "{:>6} {:>16.3f} {:>16.3f} {:>17.3f} {:>17.3f}".format(
+                    r["nodes"],
+                    r["go_cycle_two_calls_p50_ms"],
+                    r["go_cycle_two_calls_p99_ms"],
+                    r["go_cycle_one_call_p50_ms"],
+                    r["go_cycle_one_call_p99_ms"],
+                )
+            )
     print("milliseconds per call; HTTP score = POST /prioritize; no-op = GET /healthz and")
     print("grpc.health.v1.Health/Check (transport only). Goal (DESIGN.md §5): gRPC Score")
     print("p99 at 5,000 nodes below the HTTP verb's in the same run.")

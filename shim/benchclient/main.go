@@ -97,8 +97,26 @@ func run(base, target, podFile string, n, requests int) error {
 			},
 		},
 	}
+	// the shim's calls before Reserve, per pod: Filter then Score (until it asked
+	// Filter for the scores too), against the one Filter call with_scores
+	calls["cycle"] = [2]func() error{
+		func() error {
+			if _, err := client.Filter(context.Background(), &pb.FilterRequest{Pod: ref, NodeNames: names}); err != nil {
+				return err
+			}
+			_, err := client.Score(context.Background(), &pb.ScoreRequest{Pod: ref, NodeNames: names})
+			return err
+		},
+		func() error {
+			_, err := client.Filter(context.Background(), &pb.FilterRequest{Pod: ref, NodeNames: names, WithScores: true})
+			return err
+		},
+	}
+	fronts := map[string][2]string{
+		"filter": {"http", "grpc"}, "score": {"http", "grpc"}, "cycle": {"two_calls", "one_call"},
+	}
 	out := map[string]float64{}
-	for _, verb := range []string{"filter", "score"} {
+	for _, verb := range []string{"filter", "score", "cycle"} {
 		var lat [2][]float64
 		for i := 0; i < requests+requests/10; i++ {
 			for front, call := range calls[verb] {
@@ -111,7 +129,7 @@ func run(base, target, podFile string, n, requests int) error {
 				}
 			}
 		}
-		for front, name := range []string{"http", "grpc"} {
+		for front, name := range fronts[verb] {
 			sort.Float64s(lat[front])
 			out[verb+"_"+name+"_p50_ms"] = percentile(lat[front], 50)
 			out[verb+"_"+name+"_p99_ms"] = percentile(lat[front], 99)
