@@ -142,6 +142,11 @@ class SchedulerService:
     def _ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name == self.ext.cache.scheduler_name
 
+    def _held_gpus(self, uid: str) -> str:
+        """The GPU indices chosen for the pod counted under ``uid`` ("" for none)."""
+        held = self.ext.cache.state.pods.get(uid)
+        return held.pod.annotations.get(GPU_INDEX_ANNOTATION, "") if held is not None else ""
+
     # -- extension points ------------------------------------------------------
     def _group_missing(self, pod: PodInfo) -> Any | None:
         """UNSCHEDULABLE_AND_UNRESOLVABLE when the pod's PodGroup does not exist."""
@@ -304,8 +309,7 @@ class SchedulerService:
             ext.cache.assume(pod, node)
         # the GPUs chosen here (or at an earlier Reserve on this node) travel on
         # the shim's Binding: the pod gets them without a write of its own
-        held = ext.cache.state.pods.get(pod.uid)
-        gpus = held.pod.annotations.get(GPU_INDEX_ANNOTATION, "") if held is not None else ""
+        gpus = self._held_gpus(pod.uid)
         ext._decide(
             pod.key,
             "reserve",
@@ -359,8 +363,7 @@ class SchedulerService:
     async def pre_bind(self, req: Any, context: Any) -> Any:
         ref = _check_ref(req)
         node = _require(req.node_name, "node_name")
-        held = self.ext.cache.state.pods.get(ref.uid)
-        gpus = held.pod.annotations.get(GPU_INDEX_ANNOTATION, "") if held is not None else ""
+        gpus = self._held_gpus(ref.uid)
         if not gpus or self.annotate is None:
             return pb.PreBindResponse(status=_OK)
         write = asyncio.get_running_loop().run_in_executor(
