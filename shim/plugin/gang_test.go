@@ -151,16 +151,16 @@ func TestPermitDecision(t *testing.T) {
 	}
 }
 
-func TestOursIsAGangPodOfOurScheduler(t *testing.T) {
+func TestOursIsAPodOfOurScheduler(t *testing.T) {
 	p := &Pyextender{schedulerName: "volcano"}
 	gang := member("a", "g-0", "g")
 	gang.Spec.SchedulerName = "volcano"
-	plain := member("a", "solo", "")
-	plain.Spec.SchedulerName = "volcano"
+	lone := member("a", "solo", "")
+	lone.Spec.SchedulerName = "volcano"
 	other := member("a", "o-0", "g")
 	other.Spec.SchedulerName = "default-scheduler"
-	if !p.ours(gang) || p.ours(plain) || p.ours(other) {
-		t.Fatalf("ours: gang=%v plain=%v other=%v, want true false false", p.ours(gang), p.ours(plain), p.ours(other))
+	if !p.ours(gang) || !p.ours(lone) || p.ours(other) {
+		t.Fatalf("ours: gang=%v lone=%v other=%v, want true true false", p.ours(gang), p.ours(lone), p.ours(other))
 	}
 }
 

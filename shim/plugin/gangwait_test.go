@@ -200,6 +200,19 @@ func TestUnreserveEndsTheGangsWait(t *testing.T) {
 	}
 }
 
+func TestUnreservingAPodWithoutAPodGroupLeavesWaitingGangsAlone(t *testing.T) {
+	r := newGangRig(t, &fakeSidecar{minMember: 5, stall: 20 * time.Second, maxWait: 10 * time.Minute})
+	r.arrive()
+	r.arrive()
+	lone := member("a", "solo", "")
+	lone.Spec.SchedulerName = "volcano"
+	r.p.Unreserve(context.Background(), nil, lone, "n1")
+	if len(r.rejected()) != 0 || len(r.p.gangWaits.gangs) != 1 {
+		t.Fatalf("after Unreserve of a lone pod: %d rejected (want 0), %d gangs watched (want 1)",
+			len(r.rejected()), len(r.p.gangWaits.gangs))
+	}
+}
+
 func TestUnreachableSidecarNeverLetsAMemberThrough(t *testing.T) {
 	r := newGangRig(t, &fakeSidecar{minMember: 2, stall: 20 * time.Second, down: true})
 	st, wait := r.arrive()

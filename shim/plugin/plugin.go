@@ -1,10 +1,13 @@
 // Package plugin is Pyextender, a kube-scheduler framework plugin that asks the
 // pyextender sidecar (gRPC, proto/pyextender/v1) at PreFilter, Filter, PreScore,
-// Score, Reserve, Unreserve, Permit and PostBind, and binds gang pods itself
+// Score, Reserve, Unreserve, Permit and PostBind, and binds the pods itself
 // (the Binding carries the GPU indices chosen at Reserve).
 //
-// Only gang pods of our scheduler are forwarded: a pod with another
-// schedulerName or without a PodGroup annotation passes through untouched.
+// Every pod of our scheduler is forwarded, gang member or not, as the HTTP
+// extender sees every pod of its profile: the sidecar filters, scores and
+// reserves it (choosing its GPUs), and the plugin binds it. Only Permit is for
+// gangs alone; a pod without a PodGroup annotation has nothing to wait for. A
+// pod with another schedulerName passes through untouched.
 //
 // Filter and Score are batched: PreFilter asks the sidecar once about every
 // node, and the reply carries the verdicts and the scores of the nodes that
@@ -135,9 +138,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 // Name implements fwk.Plugin.
 func (p *Pyextender) Name() string { return Name }
 
-// ours: a gang pod of our scheduler; everything else passes through.
+// ours: a pod of our scheduler; pods of other schedulers pass through.
 func (p *Pyextender) ours(pod *v1.Pod) bool {
-	return pod.Spec.SchedulerName == p.schedulerName && gangOf(pod) != ""
+	return pod.Spec.SchedulerName == p.schedulerName
 }
 
 func ref(pod *v1.Pod) *pb.PodRef {
@@ -353,9 +356,12 @@ func (p *Pyextender) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Po
 	if !p.ours(pod) {
 		return
 	}
+	n := 0
 	gang := gangOf(pod)
-	p.gangWaits.end(gang)
-	n := rejectGang(p.waiting, gang, Name, fmt.Sprintf("gang %s: member %s/%s was unreserved", gang, pod.Namespace, pod.Name))
+	if gang != "" {
+		p.gangWaits.end(gang)
+		n = rejectGang(p.waiting, gang, Name, fmt.Sprintf("gang %s: member %s/%s was unreserved", gang, pod.Namespace, pod.Name))
+	}
 	cctx, cancel := p.call(ctx)
 	defer cancel()
 	if _, err := p.client.Unreserve(cctx, &pb.UnreserveRequest{Pod: ref(pod), NodeName: nodeName}); err != nil {
@@ -367,12 +373,12 @@ func (p *Pyextender) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Po
 	}
 }
 
-// Permit is the gang barrier.
+// Permit is the gang barrier; a pod without a PodGroup passes without a call.
 func (p *Pyextender) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
-	if !p.ours(pod) {
+	gang := gangOf(pod)
+	if !p.ours(pod) || gang == "" {
 		return nil, 0
 	}
-	gang := gangOf(pod)
 	cctx, cancel := p.call(ctx)
 	defer cancel()
 	reply, err := p.client.Permit(cctx, &pb.PermitRequest{
@@ -418,8 +424,8 @@ func permitDecision(reply *pb.PermitResponse) (*fwk.Status, time.Duration) {
 }
 
 // Bind writes the pod's Binding with the annotations Reserve chose: one API
-// write, where DefaultBinder plus a PreBind PATCH would be two. Pods that are
-// not ours are left to the next bind plugin (DefaultBinder). The profile must
+// write, where DefaultBinder plus a PreBind PATCH would be two. Pods of other
+// schedulers are left to the next bind plugin (DefaultBinder). The profile must
 // list Pyextender before DefaultBinder at bind (bind: {enabled: [Pyextender]});
 // PostBind catches a profile that does not.
 func (p *Pyextender) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {

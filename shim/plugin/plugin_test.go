@@ -115,19 +115,52 @@ func TestBindWithoutAnnotationsWritesAPlainBinding(t *testing.T) {
 	}
 }
 
-func TestBindLeavesPodsThatAreNotOursToTheNextBinder(t *testing.T) {
+func TestBindLeavesPodsOfOtherSchedulersToTheNextBinder(t *testing.T) {
 	p, _, bindings := bindRig(t, map[string]string{"x": "y"})
 	ctx := context.Background()
-	plain := ourMember("solo", "") // no PodGroup
 	other := member("a", "o-0", "g")
 	other.Spec.SchedulerName = "default-scheduler"
-	for _, pod := range []*v1.Pod{plain, other} {
+	lone := member("a", "o-1", "")
+	lone.Spec.SchedulerName = "default-scheduler"
+	for _, pod := range []*v1.Pod{other, lone} {
 		if st := p.Bind(ctx, framework.NewCycleState(), pod, "n1"); !st.IsSkip() {
 			t.Errorf("Bind(%s) = %v, want Skip", pod.Name, st)
 		}
 	}
 	if len(*bindings) != 0 {
-		t.Fatalf("%d Bindings written for pods that are not ours", len(*bindings))
+		t.Fatalf("%d Bindings written for pods of another scheduler", len(*bindings))
+	}
+}
+
+// A pod of our scheduler without a PodGroup goes through the sidecar like a gang
+// member (Filter with scores, Reserve, the Binding with its GPUs, PostBind), as
+// the HTTP extender sees it; only Permit, the gang barrier, asks nothing.
+func TestAPodWithoutAPodGroupIsPlacedAndBoundThroughTheSidecar(t *testing.T) {
+	p, sc, bindings := bindRig(t, map[string]string{"pyextender.io/gpu-index": "1,2"})
+	filters := &filterSidecar{codes: []byte{0}, scores: []byte{50}}
+	lone := ourMember("solo", "")
+	ctx, state := context.Background(), framework.NewCycleState()
+	p.client = filters
+	if _, st := p.PreFilter(ctx, state, lone, nodeInfos("n1")); !st.IsSuccess() || filters.request == nil {
+		t.Fatalf("PreFilter = %v with request %v, want success after a Filter call", st, filters.request)
+	}
+	p.client = sc
+	if st := p.Reserve(ctx, state, lone, "n1"); !st.IsSuccess() {
+		t.Fatalf("Reserve: %v", st)
+	}
+	// no Permit call: the sidecar stub here has no Permit (it would panic)
+	if st, wait := p.Permit(ctx, state, lone, "n1"); !st.IsSuccess() || wait != 0 {
+		t.Fatalf("Permit = %v, %v; want success at once", st, wait)
+	}
+	if st := p.Bind(ctx, state, lone, "n1"); !st.IsSuccess() {
+		t.Fatalf("Bind: %v", st)
+	}
+	p.PostBind(ctx, state, lone, "n1")
+	if len(*bindings) != 1 || (*bindings)[0].Annotations["pyextender.io/gpu-index"] != "1,2" {
+		t.Fatalf("Bindings %v, want one carrying gpu-index 1,2", *bindings)
+	}
+	if len(sc.postBind) != 1 || len(sc.preBinds) != 0 {
+		t.Errorf("sidecar PreBind %v PostBind %v, want none and one", sc.preBinds, sc.postBind)
 	}
 }
 
