@@ -77,12 +77,18 @@ def volcano_scheduler(kubeconfig_path: Path, extender_url: str) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
+KUBE_RESOURCE_SCORES = ("NodeResourcesFit", "NodeResourcesBalancedAllocation")
+"""kube-scheduler score plugins off in framework mode's profile (their filters stay):
+what they score, Volcano's nodeorder plugin scores in the sidecar."""
+
+
 def framework_scheduler(kubeconfig_path: Path, grpc_target: str, call_timeout: str = "5s") -> str:
     """Framework mode: the shim-built kube-scheduler (``kube-scheduler-pyextender``) for
     profile ``volcano``, with our Pyextender plugin at every extension point it
     implements. No extender entry: Filter/Score/Reserve/Permit go to the sidecar
-    over gRPC, Permit holds gang members; Pyextender binds gang pods (with the
-    annotations Reserve chose) and DefaultBinder every other pod.
+    over gRPC, Permit holds gang members; Pyextender binds the profile's pods (with
+    the annotations Reserve chose). kube-scheduler's resource scores are off, so the
+    sidecar's score chooses the node (KUBE_RESOURCE_SCORES).
     """
     doc = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -95,6 +101,10 @@ def framework_scheduler(kubeconfig_path: Path, grpc_target: str, call_timeout: s
                 "schedulerName": "volcano",
                 "plugins": {
                     "multiPoint": {"enabled": [{"name": "Pyextender"}]},
+                    # the node is our policy's, as extender mode's filter picks it:
+                    # kube-scheduler's resource scores (least-allocated, balanced) would
+                    # spread what our score packs; nodeorder has both if a config wants them
+                    "score": {"disabled": [{"name": n} for n in KUBE_RESOURCE_SCORES]},
                     # before DefaultBinder: our Bind carries the GPU indices on the Binding
                     "bind": {"enabled": [{"name": "Pyextender"}]},
                 },

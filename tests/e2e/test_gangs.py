@@ -155,6 +155,23 @@ def test_a_pod_without_a_podgroup_goes_through_the_sidecar(env: Env) -> None:
     assert len(chosen) == 2 and len(set(chosen)) == 2 and all(g.isdigit() for g in chosen), index
 
 
+def test_the_sidecars_policy_chooses_the_node(env: Env) -> None:
+    """The node is the one our score plugins rank first, in both modes, as Volcano's
+    scheduler chooses it: extender mode's filter answers only that node; framework
+    mode's profile leaves kube-scheduler no resource scores of its own to add
+    (NodeResourcesFit's least-allocated and NodeResourcesBalancedAllocation, which
+    our nodeorder plugin covers). The default policy packs GPUs, keeping a whole
+    8-GPU node free; least-allocated would spread a second 12-CPU pod to the
+    emptier node."""
+    core, namespace = env.core, env.namespace
+    create(core, pod("first", namespace, gpus=1, cpu="12"))
+    wait_for("first bound", lambda: "first" in bound(core, namespace), timeout=60)
+    create(core, pod("second", namespace, gpus=1, cpu="12"))
+    wait_for("second bound", lambda: "second" in bound(core, namespace), timeout=60)
+    nodes = bound(core, namespace)
+    assert nodes["second"] == nodes["first"], nodes
+
+
 def test_two_gangs_that_fit_alone_but_not_together(env: Env) -> None:
     core, api, namespace = env.core, env.api, env.namespace
     a = gang(core, api, namespace, "a", 3, gpus=4)
