@@ -2,7 +2,7 @@
 
 The GPU indices normally ride on the Binding: the bind verb's in extender mode,
 the shim's Bind in framework mode (Reserve's reply names them). Only when
-another bind plugin bound a gang pod (a profile with DefaultBinder first at
+another bind plugin bound one of our pods (a profile with DefaultBinder first at
 bind) does the shim ask PreBind, and the sidecar patches the pod. The patch
 carries the pod's UID as a precondition: a pod re-created under the same name
 is never annotated.

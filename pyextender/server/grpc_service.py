@@ -389,7 +389,7 @@ class SchedulerService:
     async def post_bind(self, req: Any, context: Any) -> Any:
         ref = _check_ref(req)
         node = _require(req.node_name, "node_name")
-        # kube-scheduler's DefaultBinder has bound it; counted like the HTTP bind verb
+        # bound (by the shim's Bind, or another bind plugin); counted like the HTTP bind verb
         self.ext._bound(f"{ref.namespace}/{ref.name}", node, "bound", "")
         return pb.PostBindResponse(status=_OK)
 
