@@ -188,28 +188,23 @@ func TestFrameworkTimeoutIsTheCapWithinKubeSchedulersMaximum(t *testing.T) {
 	}
 }
 
-func TestUnreserveEndsTheGangsWait(t *testing.T) {
-	r := newGangRig(t, &fakeSidecar{minMember: 5, stall: 20 * time.Second, maxWait: 10 * time.Minute})
-	r.arrive()
-	r.arrive()
-	lost := member("a", "g-9", "g")
-	lost.Spec.SchedulerName = "volcano"
-	r.p.Unreserve(context.Background(), nil, lost, "n1")
-	if len(r.rejected()) != 2 || len(r.p.gangWaits.gangs) != 0 {
-		t.Fatalf("after Unreserve: %d rejected (want 2), %d gangs watched (want 0)", len(r.rejected()), len(r.p.gangWaits.gangs))
-	}
-}
-
-func TestUnreservingAPodWithoutAPodGroupLeavesWaitingGangsAlone(t *testing.T) {
-	r := newGangRig(t, &fakeSidecar{minMember: 5, stall: 20 * time.Second, maxWait: 10 * time.Minute})
-	r.arrive()
-	r.arrive()
-	lone := member("a", "solo", "")
-	lone.Spec.SchedulerName = "volcano"
-	r.p.Unreserve(context.Background(), nil, lone, "n1")
-	if len(r.rejected()) != 0 || len(r.p.gangWaits.gangs) != 1 {
-		t.Fatalf("after Unreserve of a lone pod: %d rejected (want 0), %d gangs watched (want 1)",
-			len(r.rejected()), len(r.p.gangWaits.gangs))
+// Unreserving a member ends its gang's wait and rejects the waiting rest; a pod
+// without a PodGroup leaves the waiting gang alone.
+func TestUnreserveEndsTheGangsWaitButALonePodsDoesNot(t *testing.T) {
+	for _, tc := range []struct {
+		group                     string
+		wantRejected, wantWatched int
+	}{{"g", 2, 0}, {"", 0, 1}} {
+		r := newGangRig(t, &fakeSidecar{minMember: 5, stall: 20 * time.Second, maxWait: 10 * time.Minute})
+		r.arrive()
+		r.arrive()
+		gone := member("a", "x-9", tc.group)
+		gone.Spec.SchedulerName = "volcano"
+		r.p.Unreserve(context.Background(), nil, gone, "n1")
+		if len(r.rejected()) != tc.wantRejected || len(r.p.gangWaits.gangs) != tc.wantWatched {
+			t.Errorf("after Unreserve of a pod of group %q: %d rejected (want %d), %d gangs watched (want %d)",
+				tc.group, len(r.rejected()), tc.wantRejected, len(r.p.gangWaits.gangs), tc.wantWatched)
+		}
 	}
 }
 
