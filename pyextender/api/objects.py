@@ -127,6 +127,10 @@ class PodInfo:
     """metadata.creationTimestamp (RFC 3339, UTC; sorts as text)."""
     started: str = ""
     """status.startTime (RFC 3339), "" while not started."""
+    soft_preferences: bool = False
+    """The pod states a preference that kube-scheduler's own score plugins weigh
+    (``soft_preferences``): the extender's filter then leaves the choice of node
+    to scoring instead of picking it."""
 
     @property
     def key(self) -> str:
@@ -148,6 +152,26 @@ class PodInfo:
         if raw.isdigit():
             return int(raw)
         return 0
+
+
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def soft_preferences(spec: Mapping[str, Any]) -> bool:
+    """Preferred node affinity, preferred pod (anti-)affinity, or a topology spread
+    constraint with ``whenUnsatisfiable: ScheduleAnyway``: preferences only
+    kube-scheduler's score plugins (NodeAffinity, InterPodAffinity,
+    PodTopologySpread) weigh; our score plugins do not repeat them."""
+    affinity = spec.get("affinity")
+    if isinstance(affinity, Mapping):
+        for kind in ("nodeAffinity", "podAffinity", "podAntiAffinity"):
+            part = affinity.get(kind)
+            if isinstance(part, Mapping) and part.get(_PREFERRED):
+                return True
+    return any(
+        isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "ScheduleAnyway"
+        for c in spec.get("topologySpreadConstraints") or []
+    )
 
 
 def pod_from_dict(obj: Mapping[str, Any]) -> PodInfo:
@@ -183,6 +207,7 @@ def pod_from_dict(obj: Mapping[str, Any]) -> PodInfo:
         deleting=meta.get("deletionTimestamp") is not None,
         created=str(meta.get("creationTimestamp") or ""),
         started=str(status.get("startTime") or ""),
+        soft_preferences=soft_preferences(spec),
     )
 
 

@@ -117,7 +117,9 @@ def register(sub: Any) -> None:
         "(the config's nodeorder, binpack, GPU topology ...) rank first, so the node is "
         "ours, as Volcano's scheduler would choose it, and kube-scheduler skips its own "
         "scoring and the prioritize call. --no-filter-picks-node answers every feasible "
-        "node and lets kube-scheduler add its scores to prioritize's (default: on)",
+        "node and lets kube-scheduler add its scores to prioritize's; so does a pod with "
+        "soft preferences (preferred affinity, ScheduleAnyway spread), always "
+        "(default: on)",
     )
     p.add_argument(
         "--grpc-socket",

@@ -327,9 +327,14 @@ class Extender:
         """``ok`` narrowed to the feasible row our score plugins rank first (of equals,
         the first in the order kube-scheduler listed them: its parallel filter lists
         feasible nodes as they finish). Without score plugins, or with one feasible
-        node, ``ok`` as it is."""
+        node, ``ok`` as it is; also for a pod with soft preferences (preferred
+        affinity, ScheduleAnyway spread), which only kube-scheduler's score plugins
+        weigh: it scores every feasible node and adds prioritize's scores."""
         feasible = np.flatnonzero(ok)
         if feasible.shape[0] < 2 or not self.profile.scorers:
+            return ok
+        if ctx.pod.soft_preferences:
+            self._decide(ctx.pod.key, "pick", skipped="soft preferences: kube-scheduler scores")
             return ok
         scores = self.profile.score(ctx, rows[feasible])
         at = int(np.argmax(scores))

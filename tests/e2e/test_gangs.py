@@ -172,6 +172,29 @@ def test_the_sidecars_policy_chooses_the_node(env: Env) -> None:
     assert nodes["second"] == nodes["first"], nodes
 
 
+def test_a_preferred_node_affinity_outweighs_our_packing(env: Env) -> None:
+    """A soft preference is kube-scheduler's to weigh (our score plugins do not
+    repeat NodeAffinity): extender mode's filter does not pick a node for such a
+    pod, so kube-scheduler scores the feasible ones and adds prioritize's
+    scores; framework mode keeps kube-scheduler's NodeAffinity score. The second
+    pod prefers the node our packing would not choose, and gets it."""
+    core, namespace = env.core, env.namespace
+    create(core, pod("first", namespace, gpus=1, cpu="12"))
+    wait_for("first bound", lambda: "first" in bound(core, namespace), timeout=60)
+    taken = bound(core, namespace)["first"]
+    other = next(n.metadata.name for n in core.list_node().items if n.metadata.name != taken)
+    second = pod("second", namespace, gpus=1, cpu="12")
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [other]}]}
+    second["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]
+        }
+    }
+    create(core, second)
+    wait_for("second bound", lambda: "second" in bound(core, namespace), timeout=60)
+    assert bound(core, namespace)["second"] == other, bound(core, namespace)
+
+
 def test_two_gangs_that_fit_alone_but_not_together(env: Env) -> None:
     core, api, namespace = env.core, env.api, env.namespace
     a = gang(core, api, namespace, "a", 3, gpus=4)

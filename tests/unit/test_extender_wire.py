@@ -171,3 +171,76 @@ def test_no_pick_without_score_plugins_or_with_one_node() -> None:
     assert len(json.loads(ext.filter_json(_wire.decode(body)))["NodeNames"]) > 1
     one = json.dumps({"Pod": _pod("p", 0), "NodeNames": names[:1]}).encode()
     assert json.loads(ext.filter_json(_wire.decode(one)))["NodeNames"] == names[:1]
+
+
+_PREFERENCES: list[dict[str, Any]] = [
+    {
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 50,
+                        "preference": {
+                            "matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]
+                        },
+                    }
+                ]
+            }
+        }
+    },
+    {
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}
+                ]
+            }
+        }
+    },
+    {
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
+        ]
+    },
+]
+
+
+@pytest.mark.parametrize("preference", _PREFERENCES)
+def test_no_pick_for_a_pod_with_soft_preferences(preference: dict[str, Any]) -> None:
+    """Only kube-scheduler's score plugins weigh preferred affinity and ScheduleAnyway
+    spread: filter answers every feasible node so that they can (and says why)."""
+    ext, names = _cluster(4, 12, pick=True)
+    plain = _pod("p", 0)
+    prefers = _pod("q", 0)
+    prefers["spec"].update(preference)
+    one = json.loads(
+        ext.filter_json(_wire.decode(json.dumps({"Pod": plain, "NodeNames": names}).encode()))
+    )
+    every = json.loads(
+        ext.filter_json(_wire.decode(json.dumps({"Pod": prefers, "NodeNames": names}).encode()))
+    )
+    assert len(one["NodeNames"]) == 1 and len(every["NodeNames"]) > 1
+    skipped = [d for d in ext.decisions if d["verb"] == "pick" and d["pod"] == "ns/q"]
+    assert skipped and "soft preferences" in str(skipped[-1]["skipped"]), skipped
+
+
+def test_required_terms_and_hard_spread_keep_the_pick() -> None:
+    ext, names = _cluster(4, 12, pick=True)
+    pod = _pod("r", 0)
+    pod["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+    ]
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]}
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [],
+        }
+    }
+    got = json.loads(
+        ext.filter_json(_wire.decode(json.dumps({"Pod": pod, "NodeNames": names}).encode()))
+    )
+    assert len(got["NodeNames"]) == 1
