@@ -106,6 +106,34 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     return total
 
 
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """One toleration of a pod, as the API has it (operator "" means Equal)."""
+
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' rule: same effect (or none given), and the key matches (an
+        empty key with Exists matches every key), and Exists or an equal value."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.operator in ("", "Equal") and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
 @dataclass(slots=True)
 class PodInfo:
     """What the scheduler needs to know about one pod."""
@@ -131,6 +159,9 @@ class PodInfo:
     """The pod states a preference that kube-scheduler's own score plugins weigh
     (``soft_preferences``): the extender's filter then leaves the choice of node
     to scoring instead of picking it."""
+    soft_tolerations: tuple[Toleration, ...] = ()
+    """Its tolerations that can match a PreferNoSchedule taint (effect "" or
+    PreferNoSchedule): what kube-scheduler's TaintToleration score looks at."""
 
     @property
     def key(self) -> str:
@@ -155,6 +186,7 @@ class PodInfo:
 
 
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
 
 
 def soft_preferences(spec: Mapping[str, Any]) -> bool:
@@ -172,6 +204,26 @@ def soft_preferences(spec: Mapping[str, Any]) -> bool:
         isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "ScheduleAnyway"
         for c in spec.get("topologySpreadConstraints") or []
     )
+
+
+def _soft_tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    out = []
+    for t in spec.get("tolerations") or []:
+        if isinstance(t, Mapping) and t.get("effect") in (None, "", PREFER_NO_SCHEDULE):
+            out.append(
+                Toleration(
+                    key=str(t.get("key") or ""),
+                    operator=str(t.get("operator") or ""),
+                    value=str(t.get("value") or ""),
+                    effect=str(t.get("effect") or ""),
+                )
+            )
+    return tuple(out)
+
+
+def tolerates_all(tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]) -> bool:
+    """Every taint tolerated by one of the tolerations."""
+    return all(any(t.tolerates(taint) for t in tolerations) for taint in taints)
 
 
 def pod_from_dict(obj: Mapping[str, Any]) -> PodInfo:
@@ -208,6 +260,7 @@ def pod_from_dict(obj: Mapping[str, Any]) -> PodInfo:
         created=str(meta.get("creationTimestamp") or ""),
         started=str(status.get("startTime") or ""),
         soft_preferences=soft_preferences(spec),
+        soft_tolerations=_soft_tolerations(spec),
     )
 
 
@@ -221,6 +274,8 @@ class NodeInfo:
     annotations: dict[str, str] = field(default_factory=dict)
     unschedulable: bool = False
     ready: bool = True
+    prefer_no_schedule: tuple[Taint, ...] = ()
+    """Its PreferNoSchedule taints (kube-scheduler's TaintToleration scores them)."""
 
 
 def node_from_dict(obj: Mapping[str, Any]) -> NodeInfo:
@@ -248,4 +303,9 @@ def node_from_dict(obj: Mapping[str, Any]) -> NodeInfo:
         annotations=_str_map(meta.get("annotations"), "annotations"),
         unschedulable=bool(spec.get("unschedulable", False)),
         ready=ready,
+        prefer_no_schedule=tuple(
+            Taint(str(t.get("key") or ""), str(t.get("value") or ""), PREFER_NO_SCHEDULE)
+            for t in spec.get("taints") or []
+            if isinstance(t, Mapping) and t.get("effect") == PREFER_NO_SCHEDULE
+        ),
     )

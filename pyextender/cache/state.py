@@ -41,7 +41,7 @@ class ClusterState(SharedUntilWritten):
 
     SHARED = (
         "resources", "column", "node_names", "index", "nodes", "_free_rows", "alloc",
-        "live", "schedulable",
+        "live", "schedulable", "prefer_tainted",
     )  # fmt: skip
     """What only node events (and a newly seen resource) change: a snapshot shares it
     until one side writes (see reading_copy)."""
@@ -59,6 +59,8 @@ class ClusterState(SharedUntilWritten):
         # schedulable: row holds a live, Ready, not cordoned node
         self.schedulable: BoolArray = np.zeros(cap, dtype=np.bool_)
         self.live: BoolArray = np.zeros(cap, dtype=np.bool_)
+        # prefer_tainted: the node has PreferNoSchedule taints
+        self.prefer_tainted: BoolArray = np.zeros(cap, dtype=np.bool_)
         self.pods: dict[str, PodRecord] = {}
         self.gpu = GpuState(cap)
         self.reservations = Reservations()
@@ -89,7 +91,7 @@ class ClusterState(SharedUntilWritten):
             grown = np.zeros((new_cap, old.shape[1]), dtype=np.int64)
             grown[:cap] = old
             setattr(self, attr, grown)
-        for attr in ("schedulable", "live"):
+        for attr in ("schedulable", "live", "prefer_tainted"):
             old_b = getattr(self, attr)
             grown_b = np.zeros(new_cap, dtype=np.bool_)
             grown_b[:cap] = old_b
@@ -171,6 +173,7 @@ class ClusterState(SharedUntilWritten):
                 self.alloc[row, col] = value
         self.live[row] = True
         self.schedulable[row] = node.ready and not node.unschedulable
+        self.prefer_tainted[row] = bool(node.prefer_no_schedule)
         self.generation += 1
         return self.gpu.set_node(row, node)
 
@@ -181,6 +184,7 @@ class ClusterState(SharedUntilWritten):
         row = self.index.pop(name)
         self.live[row] = False
         self.schedulable[row] = False
+        self.prefer_tainted[row] = False
         self.alloc[row, :] = 0
         self.used[row, :] = 0
         self.nodes[row] = None

@@ -4,8 +4,8 @@ Node affinity, pod affinity, taints and image locality are scored by
 kube-scheduler's own plugins, so they are not repeated here; a non-zero Volcano
 weight for one of them is refused at config load, naming the kube-scheduler
 plugin whose weight to set instead. (Extender mode's filter picks no node for a
-pod with soft preferences, so that this scoring happens: pyextender.api.objects
-``soft_preferences``.)
+pod with soft preferences, or while a feasible node has a PreferNoSchedule taint
+the pod does not tolerate, so that this scoring happens.)
 
 least:    100 × Σ w_r·(1 − u_r) / Σ w_r
 most:     100 × Σ w_r·u_r / Σ w_r

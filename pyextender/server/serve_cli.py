@@ -118,8 +118,8 @@ def register(sub: Any) -> None:
         "ours, as Volcano's scheduler would choose it, and kube-scheduler skips its own "
         "scoring and the prioritize call. --no-filter-picks-node answers every feasible "
         "node and lets kube-scheduler add its scores to prioritize's; so does a pod with "
-        "soft preferences (preferred affinity, ScheduleAnyway spread), always "
-        "(default: on)",
+        "soft preferences (preferred affinity, ScheduleAnyway spread) or facing a "
+        "PreferNoSchedule taint it does not tolerate, always (default: on)",
     )
     p.add_argument(
         "--grpc-socket",

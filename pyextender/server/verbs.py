@@ -35,7 +35,7 @@ from pyextender.api.extender import (
     MetaVictims,
 )
 from pyextender.api.names import BATCH_RESOURCE, GPU_INDEX_ANNOTATION
-from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict
+from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict, tolerates_all
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.interfaces import MAX_NODE_SCORE, IntArray, PodContext
 from pyextender.framework.runtime import Profile
@@ -336,6 +336,10 @@ class Extender:
         if ctx.pod.soft_preferences:
             self._decide(ctx.pod.key, "pick", skipped="soft preferences: kube-scheduler scores")
             return ok
+        if self._avoids_a_taint(ctx, rows[feasible]):
+            why = "PreferNoSchedule taints: kube-scheduler scores"
+            self._decide(ctx.pod.key, "pick", skipped=why)
+            return ok
         scores = self.profile.score(ctx, rows[feasible])
         at = int(np.argmax(scores))
         best = np.zeros_like(ok)
@@ -349,6 +353,19 @@ class Extender:
             nodes=int(feasible.shape[0]),
         )
         return best
+
+    def _avoids_a_taint(self, ctx: PodContext, rows: IntArray) -> bool:
+        """Some feasible node has a PreferNoSchedule taint the pod does not tolerate:
+        kube-scheduler's TaintToleration would rank it lower, our scores do not."""
+        state = ctx.state
+        tainted = rows[state.prefer_tainted[rows]]
+        for row in tainted.tolist():
+            node = state.nodes[row]
+            if node is not None and not tolerates_all(
+                ctx.pod.soft_tolerations, node.prefer_no_schedule
+            ):
+                return True
+        return False
 
     def prioritize_json(self, wire: ExtenderArgsWire) -> bytes:
         """prioritize, from the request's raw fields to the reply's bytes."""

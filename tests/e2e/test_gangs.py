@@ -195,6 +195,28 @@ def test_a_preferred_node_affinity_outweighs_our_packing(env: Env) -> None:
     assert bound(core, namespace)["second"] == other, bound(core, namespace)
 
 
+def test_a_prefer_no_schedule_taint_outweighs_our_packing(env: Env) -> None:
+    """kube-scheduler's TaintToleration scores PreferNoSchedule taints; our score
+    plugins do not. With such a taint on a feasible node that the pod does not
+    tolerate, extender mode's filter picks no node (framework mode keeps the
+    TaintToleration score): the second pod avoids the tainted node where our
+    packing alone would put it."""
+    core, namespace = env.core, env.namespace
+    create(core, pod("first", namespace, gpus=1, cpu="12"))
+    wait_for("first bound", lambda: "first" in bound(core, namespace), timeout=60)
+    taken = bound(core, namespace)["first"]
+    before = core.read_node(taken).spec.taints or []
+    taint = {"key": "e2e/avoid", "value": "yes", "effect": "PreferNoSchedule"}
+    core.patch_node(taken, {"spec": {"taints": [*before, taint]}})
+    try:
+        time.sleep(1.0)  # both watches (kube-scheduler's, the sidecar's) see the taint
+        create(core, pod("second", namespace, gpus=1, cpu="12"))
+        wait_for("second bound", lambda: "second" in bound(core, namespace), timeout=60)
+        assert bound(core, namespace)["second"] != taken, bound(core, namespace)
+    finally:
+        core.patch_node(taken, {"spec": {"taints": before or None}})
+
+
 def test_two_gangs_that_fit_alone_but_not_together(env: Env) -> None:
     core, api, namespace = env.core, env.api, env.namespace
     a = gang(core, api, namespace, "a", 3, gpus=4)

@@ -244,3 +244,52 @@ def test_required_terms_and_hard_spread_keep_the_pick() -> None:
         ext.filter_json(_wire.decode(json.dumps({"Pod": pod, "NodeNames": names}).encode()))
     )
     assert len(got["NodeNames"]) == 1
+
+
+def _taint(ext: Extender, name: str, *taints: dict[str, str]) -> None:
+    """Node ``name`` with these taints (replaces its cached object)."""
+    doc = _node(name, 8)
+    doc["spec"]["taints"] = list(taints)
+    ext.cache.node_event("MODIFIED", doc)
+
+
+@pytest.mark.parametrize(
+    ("toleration", "picked"),
+    [
+        (None, False),  # no toleration: kube-scheduler's TaintToleration must weigh it
+        ({"key": "gpu", "operator": "Exists"}, True),
+        ({"key": "gpu", "operator": "Equal", "value": "yes", "effect": "PreferNoSchedule"}, True),
+        ({"key": "gpu", "operator": "Equal", "value": "no"}, False),
+        ({"operator": "Exists"}, True),  # an empty key with Exists tolerates every taint
+        ({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}, False),
+    ],
+)
+def test_no_pick_while_a_feasible_node_has_a_prefer_no_schedule_taint_the_pod_minds(
+    toleration: dict[str, str] | None, picked: bool
+) -> None:
+    ext, names = _cluster(4, 12, pick=True)
+    _taint(ext, names[0], {"key": "gpu", "value": "yes", "effect": "PreferNoSchedule"})
+    pod = _pod("t", 0)
+    if toleration is not None:
+        pod["spec"]["tolerations"] = [toleration]
+    got = json.loads(
+        ext.filter_json(_wire.decode(json.dumps({"Pod": pod, "NodeNames": names}).encode()))
+    )
+    assert (len(got["NodeNames"]) == 1) == picked, got["NodeNames"]
+    # untainted again: the pick is back
+    _taint(ext, names[0])
+    again = json.loads(
+        ext.filter_json(_wire.decode(json.dumps({"Pod": pod, "NodeNames": names}).encode()))
+    )
+    assert len(again["NodeNames"]) == 1
+
+
+def test_no_schedule_taints_are_not_prefer_no_schedule() -> None:
+    ext, names = _cluster(4, 12, pick=True)
+    _taint(ext, names[1], {"key": "gpu", "value": "yes", "effect": "NoSchedule"})
+    got = json.loads(
+        ext.filter_json(
+            _wire.decode(json.dumps({"Pod": _pod("u", 0), "NodeNames": names}).encode())
+        )
+    )
+    assert len(got["NodeNames"]) == 1
