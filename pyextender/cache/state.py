@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pyextender.api.objects import NodeInfo, PodInfo
+from pyextender.api.objects import NodeInfo, PodInfo, Taint
 from pyextender.api.resources import CORE_RESOURCES, PODS, is_tracked, with_gpu_number_folded
 from pyextender.cache.gpu import GpuState
 from pyextender.cache.reading_copy import SharedUntilWritten, reading_copy
@@ -41,7 +41,7 @@ class ClusterState(SharedUntilWritten):
 
     SHARED = (
         "resources", "column", "node_names", "index", "nodes", "_free_rows", "alloc",
-        "live", "schedulable", "prefer_tainted",
+        "live", "schedulable", "prefer_taints", "taint_sets", "_taint_ids",
     )  # fmt: skip
     """What only node events (and a newly seen resource) change: a snapshot shares it
     until one side writes (see reading_copy)."""
@@ -59,8 +59,11 @@ class ClusterState(SharedUntilWritten):
         # schedulable: row holds a live, Ready, not cordoned node
         self.schedulable: BoolArray = np.zeros(cap, dtype=np.bool_)
         self.live: BoolArray = np.zeros(cap, dtype=np.bool_)
-        # prefer_tainted: the node has PreferNoSchedule taints
-        self.prefer_tainted: BoolArray = np.zeros(cap, dtype=np.bool_)
+        # prefer_taints: index into taint_sets of the node's PreferNoSchedule taints
+        # (0: none); nodes share few distinct sets, so a check runs once per set
+        self.prefer_taints: IntArray = np.zeros(cap, dtype=np.int64)
+        self.taint_sets: list[tuple[Taint, ...]] = [()]
+        self._taint_ids: dict[tuple[Taint, ...], int] = {(): 0}
         self.pods: dict[str, PodRecord] = {}
         self.gpu = GpuState(cap)
         self.reservations = Reservations()
@@ -91,9 +94,9 @@ class ClusterState(SharedUntilWritten):
             grown = np.zeros((new_cap, old.shape[1]), dtype=np.int64)
             grown[:cap] = old
             setattr(self, attr, grown)
-        for attr in ("schedulable", "live", "prefer_tainted"):
+        for attr in ("schedulable", "live", "prefer_taints"):
             old_b = getattr(self, attr)
-            grown_b = np.zeros(new_cap, dtype=np.bool_)
+            grown_b = np.zeros(new_cap, dtype=old_b.dtype)
             grown_b[:cap] = old_b
             setattr(self, attr, grown_b)
         self.gpu.grow(new_cap)
@@ -173,9 +176,16 @@ class ClusterState(SharedUntilWritten):
                 self.alloc[row, col] = value
         self.live[row] = True
         self.schedulable[row] = node.ready and not node.unschedulable
-        self.prefer_tainted[row] = bool(node.prefer_no_schedule)
+        self.prefer_taints[row] = self._taint_set_id(node.prefer_no_schedule)
         self.generation += 1
         return self.gpu.set_node(row, node)
+
+    def _taint_set_id(self, taints: tuple[Taint, ...]) -> int:
+        found = self._taint_ids.get(taints)
+        if found is None:
+            found = self._taint_ids[taints] = len(self.taint_sets)
+            self.taint_sets.append(taints)
+        return found
 
     def remove_node(self, name: str) -> None:
         if name not in self.index:
@@ -184,7 +194,7 @@ class ClusterState(SharedUntilWritten):
         row = self.index.pop(name)
         self.live[row] = False
         self.schedulable[row] = False
-        self.prefer_tainted[row] = False
+        self.prefer_taints[row] = 0
         self.alloc[row, :] = 0
         self.used[row, :] = 0
         self.nodes[row] = None

@@ -358,14 +358,15 @@ class Extender:
         """Some feasible node has a PreferNoSchedule taint the pod does not tolerate:
         kube-scheduler's TaintToleration would rank it lower, our scores do not."""
         state = ctx.state
-        tainted = rows[state.prefer_tainted[rows]]
-        for row in tainted.tolist():
-            node = state.nodes[row]
-            if node is not None and not tolerates_all(
-                ctx.pod.soft_tolerations, node.prefer_no_schedule
-            ):
-                return True
-        return False
+        ids = state.prefer_taints[rows]
+        if not ids.any():
+            return False
+        tolerations = ctx.pod.soft_tolerations
+        return any(
+            not tolerates_all(tolerations, state.taint_sets[i])
+            for i in np.unique(ids).tolist()
+            if i
+        )
 
     def prioritize_json(self, wire: ExtenderArgsWire) -> bytes:
         """prioritize, from the request's raw fields to the reply's bytes."""

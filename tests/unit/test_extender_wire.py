@@ -293,3 +293,23 @@ def test_no_schedule_taints_are_not_prefer_no_schedule() -> None:
         )
     )
     assert len(got["NodeNames"]) == 1
+
+
+def test_nodes_with_the_same_taints_share_one_set_checked_once() -> None:
+    ext, names = _cluster(4, 12, pick=True)
+    same = {"key": "gpu", "value": "yes", "effect": "PreferNoSchedule"}
+    for name in names[:3]:
+        _taint(ext, name, same)
+    _taint(ext, names[3], {"key": "spot", "value": "", "effect": "PreferNoSchedule"})
+    state = ext.cache.state
+    ids = [int(state.prefer_taints[state.index[n]]) for n in names[:5]]
+    assert ids[0] == ids[1] == ids[2] != ids[3] and ids[4] == 0, ids
+    assert len(state.taint_sets) == 3  # none, gpu=yes, spot
+    # tolerating one set is not enough while a feasible node carries the other
+    pod = _pod("v", 0)
+    pod["spec"]["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
+    body = json.dumps({"Pod": pod, "NodeNames": names}).encode()
+    assert len(json.loads(ext.filter_json(_wire.decode(body)))["NodeNames"]) > 1
+    pod["spec"]["tolerations"].append({"key": "spot", "operator": "Exists"})
+    body = json.dumps({"Pod": pod, "NodeNames": names}).encode()
+    assert len(json.loads(ext.filter_json(_wire.decode(body)))["NodeNames"]) == 1
