@@ -189,6 +189,12 @@ _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 
 
+def _items(value: Any) -> list[Any]:
+    """A list field's items; nothing for a missing or ill-typed one (these fields only
+    steer scoring, never admit a pod, so a bad one is ignored rather than fatal)."""
+    return value if isinstance(value, list) else []
+
+
 def soft_preferences(spec: Mapping[str, Any]) -> bool:
     """Preferred node affinity, preferred pod (anti-)affinity, or a topology spread
     constraint with ``whenUnsatisfiable: ScheduleAnyway``: preferences only
@@ -202,13 +208,13 @@ def soft_preferences(spec: Mapping[str, Any]) -> bool:
                 return True
     return any(
         isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "ScheduleAnyway"
-        for c in spec.get("topologySpreadConstraints") or []
+        for c in _items(spec.get("topologySpreadConstraints"))
     )
 
 
 def _soft_tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
     out = []
-    for t in spec.get("tolerations") or []:
+    for t in _items(spec.get("tolerations")):
         if isinstance(t, Mapping) and t.get("effect") in (None, "", PREFER_NO_SCHEDULE):
             out.append(
                 Toleration(
@@ -305,7 +311,7 @@ def node_from_dict(obj: Mapping[str, Any]) -> NodeInfo:
         ready=ready,
         prefer_no_schedule=tuple(
             Taint(str(t.get("key") or ""), str(t.get("value") or ""), PREFER_NO_SCHEDULE)
-            for t in spec.get("taints") or []
+            for t in _items(spec.get("taints"))
             if isinstance(t, Mapping) and t.get("effect") == PREFER_NO_SCHEDULE
         ),
     )

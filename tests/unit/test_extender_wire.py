@@ -313,3 +313,19 @@ def test_nodes_with_the_same_taints_share_one_set_checked_once() -> None:
     pod["spec"]["tolerations"].append({"key": "spot", "operator": "Exists"})
     body = json.dumps({"Pod": pod, "NodeNames": names}).encode()
     assert len(json.loads(ext.filter_json(_wire.decode(body)))["NodeNames"]) == 1
+
+
+def test_ill_typed_preference_fields_are_ignored_not_fatal() -> None:
+    """The API server would refuse these; a hand-written request may carry them. They
+    only steer scoring, so the filter answers as for a pod without them."""
+    ext, names = _cluster(4, 12, pick=True)
+    pod = _pod("w", 0)
+    pod["spec"].update(tolerations=5, topologySpreadConstraints="x", affinity={"podAffinity": 3})
+    got = json.loads(
+        ext.filter_json(_wire.decode(json.dumps({"Pod": pod, "NodeNames": names}).encode()))
+    )
+    assert len(got["NodeNames"]) == 1
+    bad_node = _node(names[0], 8)
+    bad_node["spec"]["taints"] = {"key": "gpu"}
+    ext.cache.node_event("MODIFIED", bad_node)
+    assert int(ext.cache.state.prefer_taints[ext.cache.state.index[names[0]]]) == 0
