@@ -105,6 +105,9 @@ def framework_scheduler(kubeconfig_path: Path, grpc_target: str, call_timeout: s
                     # kube-scheduler's resource scores (least-allocated, balanced) would
                     # spread what our score packs; nodeorder has both if a config wants them
                     "score": {"disabled": [{"name": n} for n in KUBE_RESOURCE_SCORES]},
+                    # before DefaultPreemption: a cycle narrowed to the sidecar's pick
+                    # that found it taken is retried on every node, not preempted on one
+                    "postFilter": {"enabled": [{"name": "Pyextender"}]},
                     # before DefaultBinder: our Bind carries the GPU indices on the Binding
                     "bind": {"enabled": [{"name": "Pyextender"}]},
                 },

@@ -28,7 +28,7 @@ from google.protobuf.message import DecodeError
 
 from pyextender.api.names import GPU_INDEX_ANNOTATION
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict
-from pyextender.framework.interfaces import MAX_NODE_SCORE, IntArray, PodContext
+from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
 from pyextender.framework.status import Code
 from pyextender.server.grpc_annotate import Annotator
 from pyextender.server.grpc_batch import Batch, BatchParser
@@ -105,6 +105,9 @@ class SchedulerService:
         """Writes the GPU indices chosen at Reserve onto the pod at PreBind (which the shim
         calls only after another bind plugin bound the pod); None: not written."""
         self.recent: OrderedDict[str, PodInfo] = OrderedDict()
+        self.picks: OrderedDict[str, str] = OrderedDict()
+        """Pod UID -> the node Filter picked for it, until the pod is reserved
+        (the most recent RECENT_PODS)."""
 
     # -- pods ----------------------------------------------------------------
     def _known(self, ref: Any) -> PodInfo | None:
@@ -188,11 +191,11 @@ class SchedulerService:
         ctx = ext._context(pod)
         with ext.courtesy.serving():
             outcome = ext.profile.filter(ctx, rows)
-            scores = (
-                self._scores_of_fitting(pod, ctx, rows, outcome.codes == _SUCCESS, known)
-                if req.with_scores
-                else None
-            )
+            fits = outcome.codes == _SUCCESS
+            raw = self._scores_of_fitting(ctx, rows, fits) if req.with_scores else None
+            pick = self._pick(pod, ctx, rows, fits, known, raw)
+        # with a pick, kube-scheduler scores nothing: the column is left out
+        scores = None if raw is None or pick else self._wire_scores(pod, raw, fits, known)
         table = list(outcome.table)
         codes = _WIRE_CODE[outcome.codes]
         ridx = outcome.reason_idx.astype("<u2")
@@ -225,17 +228,53 @@ class SchedulerService:
             reasons=table,
             reason_index=ridx.tobytes(),
             scores=b"" if scores is None else scores.tobytes(),
+            pick=pick,
         )
 
-    def _scores_of_fitting(
-        self, pod: PodInfo, ctx: PodContext, rows: IntArray, fits: BoolArray, known: list[str]
-    ) -> npt.NDArray[np.uint8]:
-        """Scores (0..100) of ``rows`` for the rows that fit, 0 for the others: the
-        Score call's answer, from the pod context the filter built."""
-        scores = np.zeros(len(rows), dtype=np.uint8)
+    def _pick(
+        self,
+        pod: PodInfo,
+        ctx: PodContext,
+        rows: IntArray,
+        fits: BoolArray,
+        known: list[str],
+        raw: FloatArray | None,
+    ) -> str:
+        """The node the shim narrows the cycle to ("" for none): as extender mode's
+        filter picks it, and also a lone fitting node (narrowing spares kube-scheduler
+        its filters on every other node). A pod whose last pick never reached Reserve
+        gets no pick until it is reserved: one of kube-scheduler's filters (or another
+        plugin) turned that node down, so it must see every node."""
+        ext = self.ext
+        if not ext.pick_node:
+            return ""
+        last = self.picks.get(pod.uid)
+        if last is not None:
+            why = f"the pick of {last} was not reserved (turned down in kube-scheduler)"
+            ext._decide(pod.key, "pick", via="grpc", skipped=why)
+            return ""
+        at = ext.pick(ctx, rows, fits, known, scores=raw, lone=True)
+        if at is None:
+            return ""
+        self.picks[pod.uid] = known[at]
+        while len(self.picks) > RECENT_PODS:
+            self.picks.popitem(last=False)
+        return known[at]
+
+    def _scores_of_fitting(self, ctx: PodContext, rows: IntArray, fits: BoolArray) -> FloatArray:
+        """The profile's scores (0..100) of ``rows`` for the rows that fit, 0 for the
+        others: the Score call's answer, from the pod context the filter built."""
+        raw = np.zeros(len(rows), dtype=np.float64)
         if fits.any():
-            raw = self.ext.profile.score(ctx, rows[fits])
-            scores[fits] = np.clip(np.rint(raw), 0, MAX_NODE_SCORE).astype(np.uint8)
+            raw[fits] = self.ext.profile.score(ctx, rows[fits])
+        return raw
+
+    def _wire_scores(
+        self, pod: PodInfo, raw: FloatArray, fits: BoolArray, known: list[str]
+    ) -> npt.NDArray[np.uint8]:
+        """``raw`` as the wire's one byte per node, logged as a score decision."""
+        scores = np.clip(np.rint(raw), 0, MAX_NODE_SCORE).astype(np.uint8)
+        if fits.any():
             best = int(np.argmax(scores))
             self.ext._decide(
                 pod.key,
@@ -282,6 +321,7 @@ class SchedulerService:
     async def reserve(self, req: Any, context: Any) -> Any:
         ref = _check_ref(req)
         node = _require(req.node_name, "node_name")
+        self.picks.pop(ref.uid, None)  # the pick (if any) came through kube-scheduler
         pod = await self._pod(ref, context)
         if pod is None:
             return pb.ReserveResponse(status=self._unknown(ref))

@@ -113,13 +113,16 @@ def register(sub: Any) -> None:
         "--filter-picks-node",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="extender mode: filter answers only the feasible node our score plugins "
-        "(the config's nodeorder, binpack, GPU topology ...) rank first, so the node is "
-        "ours, as Volcano's scheduler would choose it, and kube-scheduler skips its own "
-        "scoring and the prioritize call. --no-filter-picks-node answers every feasible "
-        "node and lets kube-scheduler add its scores to prioritize's; so does a pod with "
-        "soft preferences (preferred affinity, ScheduleAnyway spread) or facing a "
-        "PreferNoSchedule taint it does not tolerate, always (default: on)",
+        help="filter picks the feasible node our score plugins (the config's nodeorder, "
+        "binpack, GPU topology ...) rank first, so the node is ours, as Volcano's "
+        "scheduler would choose it. Extender mode: filter answers only that node, and "
+        "kube-scheduler skips its own scoring and the prioritize call. Framework mode: "
+        "the shim narrows the cycle to it, so kube-scheduler filters that node alone and "
+        "skips scoring (a pick kube-scheduler turns down is not repeated for that pod). "
+        "--no-filter-picks-node answers every feasible node and lets kube-scheduler add "
+        "its scores to ours; so does a pod with soft preferences (preferred affinity, "
+        "ScheduleAnyway spread) or facing a PreferNoSchedule taint it does not tolerate, "
+        "always (default: on)",
     )
     p.add_argument(
         "--grpc-socket",

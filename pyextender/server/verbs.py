@@ -37,7 +37,7 @@ from pyextender.api.extender import (
 from pyextender.api.names import BATCH_RESOURCE, GPU_INDEX_ANNOTATION
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict, tolerates_all
 from pyextender.cache.cluster import ClusterCache
-from pyextender.framework.interfaces import MAX_NODE_SCORE, IntArray, PodContext
+from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
 from pyextender.framework.runtime import Profile
 from pyextender.framework.session import Session
 from pyextender.framework.status import Code
@@ -324,35 +324,57 @@ class Extender:
     def _only_best(
         self, ctx: PodContext, rows: IntArray, ok: BoolArray, names: list[str]
     ) -> BoolArray:
-        """``ok`` narrowed to the feasible row our score plugins rank first (of equals,
-        the first in the order kube-scheduler listed them: its parallel filter lists
-        feasible nodes as they finish). Without score plugins, or with one feasible
-        node, ``ok`` as it is; also for a pod with soft preferences (preferred
-        affinity, ScheduleAnyway spread), which only kube-scheduler's score plugins
-        weigh: it scores every feasible node and adds prioritize's scores."""
-        feasible = np.flatnonzero(ok)
-        if feasible.shape[0] < 2 or not self.profile.scorers:
+        """``ok`` narrowed to the node ``pick`` chooses; ``ok`` as it is when it
+        chooses none."""
+        at = self.pick(ctx, rows, ok, names)
+        if at is None:
             return ok
+        best = np.zeros_like(ok)
+        best[at] = True
+        return best
+
+    def pick(
+        self,
+        ctx: PodContext,
+        rows: IntArray,
+        ok: BoolArray,
+        names: list[str],
+        scores: FloatArray | None = None,
+        lone: bool = False,
+    ) -> int | None:
+        """Index (into ``rows``) of the feasible row our score plugins rank first (of
+        equals, the first in the order kube-scheduler listed them: its parallel filter
+        lists feasible nodes as they finish); None for no pick: without score plugins,
+        with one feasible node (unless ``lone``: then that node) or none, and for a pod
+        with soft preferences (preferred affinity, ScheduleAnyway spread) or a feasible
+        node with a PreferNoSchedule taint it does not tolerate, which only
+        kube-scheduler's score plugins weigh: it scores every feasible node and adds
+        ours. ``scores``, when given, are the profile's scores of ``rows`` (read at the
+        feasible rows only)."""
+        feasible = np.flatnonzero(ok)
+        if feasible.shape[0] == 1 and lone:
+            self._decide(ctx.pod.key, "pick", best=names[int(feasible[0])], nodes=1)
+            return int(feasible[0])
+        if feasible.shape[0] < 2 or not self.profile.scorers:
+            return None
         if ctx.pod.soft_preferences:
             self._decide(ctx.pod.key, "pick", skipped="soft preferences: kube-scheduler scores")
-            return ok
+            return None
         if self._avoids_a_taint(ctx, rows[feasible]):
             why = "PreferNoSchedule taints: kube-scheduler scores"
             self._decide(ctx.pod.key, "pick", skipped=why)
-            return ok
-        scores = self.profile.score(ctx, rows[feasible])
-        at = int(np.argmax(scores))
-        best = np.zeros_like(ok)
-        best[feasible[at]] = True
+            return None
+        ranked = self.profile.score(ctx, rows[feasible]) if scores is None else scores[feasible]
+        at = int(np.argmax(ranked))
         # the prioritize entry of the decision log: the choice is made here now
         self._decide(
             ctx.pod.key,
             "pick",
             best=names[int(feasible[at])],
-            score=round(float(scores[at]), 2),
+            score=round(float(ranked[at]), 2),
             nodes=int(feasible.shape[0]),
         )
-        return best
+        return int(feasible[at])
 
     def _avoids_a_taint(self, ctx: PodContext, rows: IntArray) -> bool:
         """Some feasible node has a PreferNoSchedule taint the pod does not tolerate:

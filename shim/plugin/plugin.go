@@ -13,6 +13,14 @@
 // node, and the reply carries the verdicts and the scores of the nodes that
 // fit; Filter and Score answer the framework's per-node calls from it.
 //
+// When the reply also names the node the sidecar picked (as extender mode's
+// filter picks one), PreFilter narrows the cycle to it: kube-scheduler runs
+// its own filters on that node alone and, with one node left, skips scoring.
+// Should one of them turn the node down (something the sidecar does not
+// model, e.g. a host port), PostFilter sends the pod straight back to the
+// queue, and the sidecar, seeing a pick that never reached Reserve, answers
+// the next attempt with every node and no pick.
+//
 // Permit is the gang barrier. The sidecar counts the gang's members (bound,
 // reserved, or waiting here) and answers allow or wait. On allow, every waiting
 // member of the gang is allowed at once. A gang waits while new members keep
@@ -29,6 +37,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -38,6 +47,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -54,6 +64,7 @@ const (
 	filterKey          = fwk.StateKey(Name + "/filter")
 	scoreKey           = fwk.StateKey(Name + "/score")
 	bindKey            = fwk.StateKey(Name + "/bind")
+	pickKey            = fwk.StateKey(Name + "/pick")
 )
 
 // Args are the plugin's pluginConfig args.
@@ -73,24 +84,27 @@ type Args struct {
 type Pyextender struct {
 	handle        fwk.Handle  // the framework's client, for Bind
 	waiting       waitingPods // the framework's pods held in Permit
+	activator     activator   // the framework's queue, for PostFilter
 	client        pb.SchedulerClient
 	target        string
 	timeout       time.Duration
 	schedulerName string
 	gangWaits     *gangWaits
+	turnedDown    turnedDown // pods whose pick kube-scheduler turned down (picks.go)
 	stopWatchdog  func()
 }
 
 var (
-	_ fwk.PreFilterPlugin = &Pyextender{}
-	_ fwk.FilterPlugin    = &Pyextender{}
-	_ fwk.PreScorePlugin  = &Pyextender{}
-	_ fwk.ScorePlugin     = &Pyextender{}
-	_ fwk.ReservePlugin   = &Pyextender{}
-	_ fwk.PermitPlugin    = &Pyextender{}
-	_ fwk.BindPlugin      = &Pyextender{}
-	_ fwk.PostBindPlugin  = &Pyextender{}
-	_ io.Closer           = &Pyextender{}
+	_ fwk.PreFilterPlugin  = &Pyextender{}
+	_ fwk.PostFilterPlugin = &Pyextender{}
+	_ fwk.FilterPlugin     = &Pyextender{}
+	_ fwk.PreScorePlugin   = &Pyextender{}
+	_ fwk.ScorePlugin      = &Pyextender{}
+	_ fwk.ReservePlugin    = &Pyextender{}
+	_ fwk.PermitPlugin     = &Pyextender{}
+	_ fwk.BindPlugin       = &Pyextender{}
+	_ fwk.PostBindPlugin   = &Pyextender{}
+	_ io.Closer            = &Pyextender{}
 )
 
 // New builds the plugin from its args; the connection is made lazily by gRPC,
@@ -125,6 +139,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	p := &Pyextender{
 		handle:        h,
 		waiting:       h,
+		activator:     h,
 		client:        pb.NewSchedulerClient(conn),
 		target:        args.Target,
 		timeout:       args.CallTimeout.Duration,
@@ -213,7 +228,44 @@ func (p *Pyextender) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	if scores := readScores(names, verdicts, reply.GetScores()); scores != nil {
 		state.Write(scoreKey, scores)
 	}
+	if pick := reply.GetPick(); pick != "" && !p.turnedDown.has(pod.UID) {
+		if _, rejected := verdicts[pick]; !rejected && slices.Contains(names, pick) {
+			state.Write(pickKey, pickedNode(pick))
+			return &fwk.PreFilterResult{NodeNames: sets.New(pick)}, nil
+		}
+		klog.FromContext(ctx).Info("pyextender: the sidecar picked a node it did not pass; evaluating every node",
+			"pod", klog.KObj(pod), "node", pick)
+	}
 	return nil, nil
+}
+
+// pickedNode is the node PreFilter narrowed the cycle to.
+type pickedNode string
+
+// Clone implements fwk.StateData.
+func (n pickedNode) Clone() fwk.StateData { return n }
+
+// activator is the part of fwk.Handle that moves pods back to the active queue.
+type activator interface {
+	Activate(logger klog.Logger, pods map[string]*v1.Pod)
+}
+
+// PostFilter runs when no node fit. After a cycle narrowed to the sidecar's
+// pick, that means one of kube-scheduler's own filters turned the node down:
+// the pod goes straight back to the active queue, to be evaluated on every
+// node until it is reserved (turnedDown; the sidecar names no pick for it
+// either), and UnschedulableAndUnresolvable keeps preemption
+// from acting on a one-node view. Otherwise it leaves the pod to the next
+// PostFilter plugin (DefaultPreemption). List Pyextender first at postFilter.
+func (p *Pyextender) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	data, err := state.Read(pickKey)
+	if err != nil || !p.ours(pod) {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	p.turnedDown.add(pod.UID) // the requeued attempt must see every node
+	p.activator.Activate(klog.FromContext(ctx), map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
+		"pyextender: node %s, which the sidecar picked, did not fit; the next attempt evaluates every node", data))
 }
 
 // readScores keeps the scores of the nodes that fit, one byte per node in
@@ -335,6 +387,7 @@ func (p *Pyextender) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.
 	if !p.ours(pod) {
 		return nil
 	}
+	p.turnedDown.forget(pod.UID) // a node came through kube-scheduler: picks count again
 	cctx, cancel := p.call(ctx)
 	defer cancel()
 	reply, err := p.client.Reserve(cctx, &pb.ReserveRequest{Pod: ref(pod), NodeName: nodeName})

@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,9 +11,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -182,6 +186,7 @@ func TestPostBindWritesAnnotationsAnotherBinderLeftOut(t *testing.T) {
 type filterSidecar struct {
 	pb.SchedulerClient // other methods are not called
 	codes, scores      []byte
+	pick               string
 	scoreCalls         int
 	request            *pb.FilterRequest
 }
@@ -190,8 +195,12 @@ func (s *filterSidecar) Filter(_ context.Context, in *pb.FilterRequest, _ ...grp
 	s.request = in
 	return &pb.FilterResponse{
 		Status: &pb.Status{}, Codes: s.codes, Reasons: []string{"", "Insufficient nvidia.com/gpu"},
-		ReasonIndex: make([]byte, 2*len(s.codes)), Scores: s.scores,
+		ReasonIndex: make([]byte, 2*len(s.codes)), Scores: s.scores, Pick: s.pick,
 	}, nil
+}
+
+func (s *filterSidecar) Reserve(context.Context, *pb.ReserveRequest, ...grpc.CallOption) (*pb.ReserveResponse, error) {
+	return &pb.ReserveResponse{Status: &pb.Status{}}, nil
 }
 
 func (s *filterSidecar) Score(_ context.Context, in *pb.ScoreRequest, _ ...grpc.CallOption) (*pb.ScoreResponse, error) {
@@ -245,5 +254,67 @@ func TestWithoutScoresInTheFilterReplyPreScoreAsksTheSidecar(t *testing.T) {
 	p.PreFilter(ctx, state, pod, all)
 	if st := p.PreScore(ctx, state, pod, all); !st.IsSuccess() || sc.scoreCalls != 1 {
 		t.Fatalf("PreScore %v with %d Score calls, want success with 1", st, sc.scoreCalls)
+	}
+}
+
+// activations records the pods PostFilter sent back to the active queue.
+type activations struct{ keys []string }
+
+func (a *activations) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	for k := range pods {
+		a.keys = append(a.keys, k)
+	}
+}
+
+func TestThePickNarrowsTheCycleAndATurnedDownPickRequeuesThePod(t *testing.T) {
+	sc := &filterSidecar{codes: []byte{0, 0, 0}, scores: []byte{40, 90, 60}, pick: "n2"}
+	queue := &activations{}
+	p := &Pyextender{client: sc, activator: queue, timeout: time.Second, schedulerName: "volcano"}
+	ctx, state, pod := context.Background(), framework.NewCycleState(), ourMember("g-0", "g")
+	res, st := p.PreFilter(ctx, state, pod, nodeInfos("n1", "n2", "n3"))
+	if !st.IsSuccess() || res == nil || !res.NodeNames.Equal(sets.New("n2")) {
+		t.Fatalf("PreFilter = %v, %v; want success narrowed to n2", res, st)
+	}
+	// kube-scheduler turned n2 down: PostFilter requeues the pod and stops preemption
+	_, st = p.PostFilter(ctx, state, pod, nil)
+	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "n2") {
+		t.Fatalf("PostFilter = %v, want UnschedulableAndUnresolvable naming n2", st)
+	}
+	if !slices.Equal(queue.keys, []string{"a/g-0"}) {
+		t.Fatalf("activated %v, want [a/g-0]", queue.keys)
+	}
+	// the requeued attempt evaluates every node, though the sidecar picks n2 again
+	state = framework.NewCycleState()
+	if res, st := p.PreFilter(ctx, state, pod, nodeInfos("n1", "n2", "n3")); !st.IsSuccess() || res != nil {
+		t.Fatalf("PreFilter after a turned-down pick = %v, %v; want every node", res, st)
+	}
+	if _, st := p.PostFilter(ctx, state, pod, nil); st.Code() != fwk.Unschedulable || len(queue.keys) != 1 {
+		t.Fatalf("PostFilter of an unnarrowed cycle = %v, activated %v; want Unschedulable, no requeue", st, queue.keys)
+	}
+	// once reserved, the pod's picks count again
+	if st := p.Reserve(ctx, state, pod, "n3"); !st.IsSuccess() {
+		t.Fatalf("Reserve: %v", st)
+	}
+	if res, _ := p.PreFilter(ctx, framework.NewCycleState(), pod, nodeInfos("n1", "n2", "n3")); res == nil {
+		t.Fatal("PreFilter after Reserve ignored the pick")
+	}
+}
+
+func TestWithoutAPickEveryNodeIsEvaluatedAndPostFilterDefers(t *testing.T) {
+	cases := map[string]*filterSidecar{
+		"no pick":               {codes: []byte{0, 0}, scores: []byte{40, 90}},
+		"a pick it rejected":    {codes: []byte{0, byte(pb.Code_UNSCHEDULABLE)}, scores: []byte{40, 0}, pick: "n2"},
+		"a pick not among them": {codes: []byte{0, 0}, scores: []byte{40, 90}, pick: "n9"},
+	}
+	for name, sc := range cases {
+		queue := &activations{}
+		p := &Pyextender{client: sc, activator: queue, timeout: time.Second, schedulerName: "volcano"}
+		ctx, state, pod := context.Background(), framework.NewCycleState(), ourMember("g-0", "g")
+		if res, st := p.PreFilter(ctx, state, pod, nodeInfos("n1", "n2")); !st.IsSuccess() || res != nil {
+			t.Errorf("%s: PreFilter = %v, %v; want success over every node", name, res, st)
+		}
+		if _, st := p.PostFilter(ctx, state, pod, nil); st.Code() != fwk.Unschedulable || len(queue.keys) != 0 {
+			t.Errorf("%s: PostFilter = %v, activated %v; want Unschedulable (the next plugin's turn), none", name, st, queue.keys)
+		}
 	}
 }

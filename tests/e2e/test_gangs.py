@@ -172,12 +172,40 @@ def test_the_sidecars_policy_chooses_the_node(env: Env) -> None:
     assert nodes["second"] == nodes["first"], nodes
 
 
+def test_a_pick_that_kube_scheduler_turns_down_is_retried_on_every_node(env: Env) -> None:
+    """The sidecar does not model host ports; kube-scheduler's NodePorts does. Our
+    packing ranks the node of the first pod first for the second, which asks for
+    the same host port. Extender mode: kube-scheduler's filters ran before ours, so
+    that node is not offered. Framework mode: the shim narrowed the cycle to the
+    sidecar's pick, NodePorts turned it down, PostFilter sent the pod straight back,
+    and the sidecar, whose pick never reached Reserve, answered with every node."""
+    core, namespace, sidecar = env.core, env.namespace, env.sidecar
+
+    def with_port(name: str) -> dict[str, Any]:
+        manifest = pod(name, namespace, gpus=1, cpu="12")
+        manifest["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 18080}]
+        return manifest
+
+    create(core, with_port("first"))
+    wait_for("first bound", lambda: "first" in bound(core, namespace), timeout=60)
+    taken = bound(core, namespace)["first"]
+    create(core, with_port("second"))
+    wait_for("second bound", lambda: "second" in bound(core, namespace), timeout=30)
+    assert bound(core, namespace)["second"] != taken, bound(core, namespace)
+    if env.mode == "framework":
+        mine = [d for d in _decisions(sidecar) if d["pod"] == f"{namespace}/second"]
+        picks = [d for d in mine if d["verb"] == "pick"]
+        assert picks[0].get("best") == taken, mine  # the first pick: packing, then NodePorts
+        assert any(f"the pick of {taken} was not reserved" in str(d.get("skipped")) for d in picks)
+
+
 def test_a_preferred_node_affinity_outweighs_our_packing(env: Env) -> None:
     """A soft preference is kube-scheduler's to weigh (our score plugins do not
     repeat NodeAffinity): extender mode's filter does not pick a node for such a
     pod, so kube-scheduler scores the feasible ones and adds prioritize's
-    scores; framework mode keeps kube-scheduler's NodeAffinity score. The second
-    pod prefers the node our packing would not choose, and gets it."""
+    scores; nor does framework mode's, so kube-scheduler's NodeAffinity score counts
+    there too. The second pod prefers the node our packing would not choose, and
+    gets it."""
     core, namespace = env.core, env.namespace
     create(core, pod("first", namespace, gpus=1, cpu="12"))
     wait_for("first bound", lambda: "first" in bound(core, namespace), timeout=60)
@@ -198,8 +226,8 @@ def test_a_preferred_node_affinity_outweighs_our_packing(env: Env) -> None:
 def test_a_prefer_no_schedule_taint_outweighs_our_packing(env: Env) -> None:
     """kube-scheduler's TaintToleration scores PreferNoSchedule taints; our score
     plugins do not. With such a taint on a feasible node that the pod does not
-    tolerate, extender mode's filter picks no node (framework mode keeps the
-    TaintToleration score): the second pod avoids the tainted node where our
+    tolerate, the sidecar picks no node in either mode, so kube-scheduler's
+    TaintToleration score counts: the second pod avoids the tainted node where our
     packing alone would put it."""
     core, namespace = env.core, env.namespace
     create(core, pod("first", namespace, gpus=1, cpu="12"))

@@ -188,6 +188,67 @@ def test_filter_with_scores_scores_the_nodes_that_fit_as_score_does(sc: Sidecar)
     assert list(both.scores) == [0, 0, score.scores[0]] and score.scores[0] > 0
 
 
+def _filter(sc: Sidecar, name: str, names: list[str]) -> Any:
+    return sc.stub.Filter(pb.FilterRequest(pod=_ref(name), node_names=names, with_scores=True))
+
+
+def test_filter_names_the_node_the_http_filter_picks(sc: Sidecar) -> None:
+    names = ["n4", "n8"]
+    sc.add(_pod("p", 2))
+    assert _filter(sc, "p", names).pick == ""  # not asked to pick: kube-scheduler scores
+    sc.ext.pick_node = True
+    reply = _filter(sc, "p", names)
+    http = sc.ext.filter(ExtenderArgs(Pod=_pod("p", 2), NodeNames=names))
+    assert http.NodeNames is not None and len(http.NodeNames) == 1
+    assert reply.pick == http.NodeNames[0]
+    # every verdict is still there; the score column is left out (nothing is scored)
+    assert _rejected(reply, names) == {} and reply.scores == b""
+
+
+def test_a_lone_fitting_node_is_picked_and_none_fitting_picks_none(sc: Sidecar) -> None:
+    sc.ext.pick_node = True
+    sc.add(_pod("six", 6), _pod("nine", 9))
+    assert _filter(sc, "six", ["n4", "n8"]).pick == "n8"
+    nine = _filter(sc, "nine", ["n4", "n8"])
+    assert nine.pick == "" and set(_rejected(nine, ["n4", "n8"])) == {"n4", "n8"}
+
+
+def test_a_pod_with_soft_preferences_gets_no_pick(sc: Sidecar) -> None:
+    sc.ext.pick_node = True
+    pod = _pod("soft", 1)
+    term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "preference": term}]
+        }
+    }
+    sc.add(pod)
+    reply = _filter(sc, "soft", ["n4", "n8"])
+    assert reply.pick == "" and len(reply.scores) == 2  # kube-scheduler scores both
+
+
+def test_a_pick_that_never_reached_reserve_is_not_repeated_until_the_pod_is_reserved(
+    sc: Sidecar,
+) -> None:
+    sc.ext.pick_node = True
+    sc.add(_pod("p", 2))
+    names = ["n4", "n8"]
+    first = _filter(sc, "p", names).pick
+    assert first
+    # no Reserve came: kube-scheduler turned the node down; the next attempt sees every node
+    again = _filter(sc, "p", names)
+    assert again.pick == "" and _rejected(again, names) == {} and len(again.scores) == 2
+    skipped = [d for d in sc.ext.decisions if d["verb"] == "pick" and "skipped" in d]
+    assert skipped and f"the pick of {first} was not reserved" in skipped[-1]["skipped"]
+    assert _filter(sc, "p", names).pick == ""
+    # reserved elsewhere, unreserved (e.g. its gang was rejected at Permit): picks again
+    other = "n8" if first == "n4" else "n4"
+    reserved = sc.stub.Reserve(pb.ReserveRequest(pod=_ref("p"), node_name=other))
+    assert reserved.status.code == pb.SUCCESS
+    sc.stub.Unreserve(pb.UnreserveRequest(pod=_ref("p"), node_name=other))
+    assert _filter(sc, "p", names).pick == first
+
+
 def test_batch_parser_keeps_the_with_scores_flag_of_a_cached_list() -> None:
     parser = BatchParser(pb.FilterRequest)
     names = [f"node-{i}" for i in range(10)]

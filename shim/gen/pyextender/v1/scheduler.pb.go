@@ -425,7 +425,16 @@ type FilterResponse struct {
 	ReasonIndex []byte `protobuf:"bytes,4,opt,name=reason_index,json=reasonIndex,proto3" json:"reason_index,omitempty"`
 	// With FilterRequest.with_scores: one byte per node, as ScoreResponse.scores
 	// (0..100) for the nodes that fit, 0 for the others. Empty otherwise.
-	Scores        []byte `protobuf:"bytes,5,opt,name=scores,proto3" json:"scores,omitempty"`
+	Scores []byte `protobuf:"bytes,5,opt,name=scores,proto3" json:"scores,omitempty"`
+	// The node our policy places the pod on, when the sidecar picks one (it runs
+	// with --filter-picks-node, two or more nodes fit, and only its own scores
+	// weigh the choice: the pod has no soft preferences and no fitting node has a
+	// PreferNoSchedule taint it does not tolerate). The shim then narrows the
+	// cycle to this node (PreFilterResult): kube-scheduler filters one node and,
+	// with one left, skips scoring. Empty when no node is picked, and for a pod
+	// whose last pick never reached Reserve (kube-scheduler or another plugin
+	// turned it down): that pod gets every node until it is reserved.
+	Pick          string `protobuf:"bytes,6,opt,name=pick,proto3" json:"pick,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -493,6 +502,13 @@ func (x *FilterResponse) GetScores() []byte {
 		return x.Scores
 	}
 	return nil
+}
+
+func (x *FilterResponse) GetPick() string {
+	if x != nil {
+		return x.Pick
+	}
+	return ""
 }
 
 // Score: how well each candidate suits the pod, batched.
@@ -1214,13 +1230,14 @@ const file_pyextender_v1_scheduler_proto_rawDesc = "" +
 	"\n" +
 	"node_names\x18\x02 \x03(\tR\tnodeNames\x12\x1f\n" +
 	"\vwith_scores\x18\x03 \x01(\bR\n" +
-	"withScores\"\xaa\x01\n" +
+	"withScores\"\xbe\x01\n" +
 	"\x0eFilterResponse\x12-\n" +
 	"\x06status\x18\x01 \x01(\v2\x15.pyextender.v1.StatusR\x06status\x12\x14\n" +
 	"\x05codes\x18\x02 \x01(\fR\x05codes\x12\x18\n" +
 	"\areasons\x18\x03 \x03(\tR\areasons\x12!\n" +
 	"\freason_index\x18\x04 \x01(\fR\vreasonIndex\x12\x16\n" +
-	"\x06scores\x18\x05 \x01(\fR\x06scores\"V\n" +
+	"\x06scores\x18\x05 \x01(\fR\x06scores\x12\x12\n" +
+	"\x04pick\x18\x06 \x01(\tR\x04pick\"V\n" +
 	"\fScoreRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.pyextender.v1.PodRefR\x03pod\x12\x1d\n" +
 	"\n" +
