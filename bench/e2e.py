@@ -19,8 +19,8 @@ Volcano's level; plain pods through our verbs >= 0.9).
 
 --mode framework runs the same phases on a framework-mode cluster: the volcano
 profile is kube-scheduler-pyextender (the gRPC shim); every volcano pod goes
-through the sidecar over gRPC (Filter with scores, Reserve, the shim's Bind,
-PostBind), and gang members also wait in Permit.
+through the sidecar over gRPC (Filter with scores and the sidecar's pick, Reserve,
+the shim's Bind), and gang members also wait in Permit.
 
 --shapes [single medium large huge] runs instead the scenario shapes of public
 batch-scheduler comparisons (SHAPES: 5000 x 1, 500 x 20, 20 x 500, 1 x 10000 pods,

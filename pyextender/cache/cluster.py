@@ -28,7 +28,7 @@ DELETED_MEMORY = 10_000
 
 NOT_IN_SNAPSHOT = (
     "pending", "pods_by_key", "node_problems", "orphaned_pods", "members", "hypernodes",
-    "deleted_uids", "pod_gone",
+    "deleted_uids", "pod_gone", "pod_bound",
 )  # fmt: skip
 """What the cycle never reads (it reads pods_by_uid, groups, queues, succeeded and the
 state): a snapshot leaves it out rather than copy it on the loop."""
@@ -71,6 +71,8 @@ class ClusterCache:
         DELETED_MEMORY): tells "gone" from "not shown by the watch yet"."""
         self.pod_gone: list[Callable[[str], None]] = []
         """Called with a pod's uid when it is deleted, terminates or starts deleting."""
+        self.pod_bound: list[Callable[[PodInfo], None]] = []
+        """Called with a pod the watch shows bound where the cache had assumed it."""
 
     def snapshot(self) -> ClusterCache:
         """A copy for a worker thread (the scheduling cycle): it reads this while the
@@ -261,8 +263,13 @@ class ClusterCache:
             self.members.add(group, pod.uid)
         if pod.node_name:
             self.pending.pop(pod.uid, None)
+            held = self.state.pods.get(pod.uid)
+            assumed = held is not None and held.assumed  # add_pod clears it
             if not self.state.add_pod(pod, pod.node_name):
                 self.orphaned_pods[pod.uid] = pod
+            elif assumed:
+                for confirm in self.pod_bound:
+                    confirm(pod)
             return
         if pod.scheduler_name == self.scheduler_name:
             self.pending[pod.uid] = pod

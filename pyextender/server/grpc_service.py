@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 SERVICE = "pyextender.v1.Scheduler"
 RECENT_PODS = 4096
+RESERVED_PODS = 65_536
+"""Reserved pods remembered until bound: more than a huge gang waits in Permit."""
 """Pods read from the API server (not yet in the cache), kept for the rest of their cycle."""
 
 # our framework codes (index) -> the wire's (the kube-scheduler framework's numbers)
@@ -108,6 +110,12 @@ class SchedulerService:
         self.picks: OrderedDict[str, str] = OrderedDict()
         """Pod UID -> the node Filter picked for it, until the pod is reserved
         (the most recent RECENT_PODS)."""
+        self.reserved: OrderedDict[str, None] = OrderedDict()
+        """UIDs of pods reserved here and not yet seen bound (the most recent
+        RESERVED_PODS): the watch's binding, or an older shim's PostBind, counts
+        each as bound once."""
+        extender.cache.pod_bound.append(self._confirm)
+        extender.cache.pod_gone.append(self._forget_reserved)
 
     # -- pods ----------------------------------------------------------------
     def _known(self, ref: Any) -> PodInfo | None:
@@ -350,6 +358,10 @@ class SchedulerService:
         # the GPUs chosen here (or at an earlier Reserve on this node) travel on
         # the shim's Binding: the pod gets them without a write of its own
         gpus = self._held_gpus(pod.uid)
+        if not pod.node_name:
+            self.reserved[pod.uid] = None
+            while len(self.reserved) > RESERVED_PODS:
+                self.reserved.popitem(last=False)
         ext._decide(
             pod.key,
             "reserve",
@@ -367,6 +379,7 @@ class SchedulerService:
         ref = _check_ref(req)
         node = _require(req.node_name, "node_name")
         self.ext.cache.forget_assumed(ref.uid)
+        self.reserved.pop(ref.uid, None)
         self.ext._decide(f"{ref.namespace}/{ref.name}", "unreserve", via="grpc", node=node)
         return pb.UnreserveResponse(status=_OK)
 
@@ -427,11 +440,24 @@ class SchedulerService:
         return pb.PreBindResponse(status=_OK)
 
     async def post_bind(self, req: Any, context: Any) -> Any:
+        """Bound by another bind plugin (the shim calls PostBind only then; older shims
+        always): counted like the HTTP bind verb, unless the watch showed it first."""
         ref = _check_ref(req)
         node = _require(req.node_name, "node_name")
-        # bound (by the shim's Bind, or another bind plugin); counted like the HTTP bind verb
-        self.ext._bound(f"{ref.namespace}/{ref.name}", node, "bound", "")
+        if ref.uid in self.reserved:
+            del self.reserved[ref.uid]
+            self.ext._bound(f"{ref.namespace}/{ref.name}", node, "bound", "")
         return pb.PostBindResponse(status=_OK)
+
+    def _confirm(self, pod: PodInfo) -> None:
+        """The watch shows a pod reserved here bound: counted like the HTTP bind verb
+        (the shim's Bind wrote the Binding; no PostBind call is needed to know)."""
+        if pod.uid in self.reserved:
+            del self.reserved[pod.uid]
+            self.ext._bound(pod.key, pod.node_name or "", "bound", "")
+
+    def _forget_reserved(self, uid: str) -> None:
+        self.reserved.pop(uid, None)
 
     # -- wiring -----------------------------------------------------------------
     def handler(self) -> grpc.GenericRpcHandler:

@@ -504,26 +504,30 @@ func (p *Pyextender) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	return fwk.AsStatus(p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}))
 }
 
-// PostBind tells the sidecar the pod is bound (informational). When another
-// bind plugin bound it, the annotations Reserve chose are still unwritten: the
-// sidecar's PreBind writes them now, and the log says how to fix the profile.
+// PostBind has nothing to tell the sidecar when our Bind wrote the Binding: its
+// watch shows the pod bound where it had reserved it, and counts it there (a
+// call per pod would cost more than the watch event it repeats). When another
+// bind plugin bound the pod, the annotations Reserve chose are still unwritten:
+// the sidecar's PreBind writes them now, PostBind counts the bind, and the log
+// says how to fix the profile.
 func (p *Pyextender) PostBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
 	if !p.ours(pod) {
 		return
 	}
+	if _, err := state.Read(bindKey); err != nil {
+		return // our Bind wrote the Binding, annotations and all
+	}
 	cctx, cancel := p.call(ctx)
 	defer cancel()
-	if _, err := state.Read(bindKey); err == nil {
-		klog.FromContext(ctx).Error(nil, "pyextender: another bind plugin bound the pod, so its annotations "+
-			"are written separately; list Pyextender first at bind (plugins.bind.enabled: [{name: Pyextender}])",
-			"pod", klog.KObj(pod))
-		reply, err := p.client.PreBind(cctx, &pb.PreBindRequest{Pod: ref(pod), NodeName: nodeName})
-		if err == nil {
-			err = toStatus(reply.GetStatus()).AsError()
-		}
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "pyextender: annotations not written", "pod", klog.KObj(pod))
-		}
+	klog.FromContext(ctx).Error(nil, "pyextender: another bind plugin bound the pod, so its annotations "+
+		"are written separately; list Pyextender first at bind (plugins.bind.enabled: [{name: Pyextender}])",
+		"pod", klog.KObj(pod))
+	reply, err := p.client.PreBind(cctx, &pb.PreBindRequest{Pod: ref(pod), NodeName: nodeName})
+	if err == nil {
+		err = toStatus(reply.GetStatus()).AsError()
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "pyextender: annotations not written", "pod", klog.KObj(pod))
 	}
 	if _, err := p.client.PostBind(cctx, &pb.PostBindRequest{Pod: ref(pod), NodeName: nodeName}); err != nil {
 		klog.FromContext(ctx).Info("pyextender: PostBind not delivered", "pod", klog.KObj(pod), "err", err)

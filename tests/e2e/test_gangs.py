@@ -138,17 +138,25 @@ def test_gang_all_or_nothing(env: Env) -> None:
 def test_a_pod_without_a_podgroup_goes_through_the_sidecar(env: Env) -> None:
     """Both modes place a pod of our scheduler that has no PodGroup through the
     sidecar, as Volcano's scheduler places every pod of its own: our filter and
-    bind (framework mode: the shim's Filter, Reserve, Bind and PostBind), and its
-    GPUs chosen and written on the Binding."""
+    bind (framework mode: the shim's Filter, Reserve and Bind, the bind counted from
+    the sidecar's watch), and its GPUs chosen and written on the Binding."""
     core, namespace, sidecar = env.core, env.namespace, env.sidecar
     create(core, pod("solo", namespace, gpus=2))
     wait_for("solo bound", lambda: "solo" in bound(core, namespace), timeout=60)
     key = f"{namespace}/solo"
-    mine = [d for d in _decisions(sidecar) if d["pod"] == key]
-    verbs = {str(d["verb"]) for d in mine}
-    assert "filter" in verbs, mine
-    assert [d for d in mine if d["verb"] == "bind" and d["result"] == "bound"], mine
-    assert "permit" not in verbs, mine  # no gang, no barrier
+
+    def mine() -> list[dict[str, object]]:
+        return [d for d in _decisions(sidecar) if d["pod"] == key]
+
+    # framework mode counts the bind when the sidecar's watch shows the pod bound
+    wait_for(
+        "the bind in the decision log",
+        lambda: [d for d in mine() if d["verb"] == "bind" and d["result"] == "bound"],
+        timeout=10,
+    )
+    verbs = {str(d["verb"]) for d in mine()}
+    assert "filter" in verbs, mine()
+    assert "permit" not in verbs, mine()  # no gang, no barrier
     got = core.read_namespaced_pod("solo", namespace)
     index = (got.metadata.annotations or {}).get("pyextender.io/gpu-index", "")
     chosen = index.split(",")

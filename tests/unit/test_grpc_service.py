@@ -90,8 +90,9 @@ class Sidecar:
         self.ready = True
         self.annotated: list[tuple[str, str, str, dict[str, str]]] = []
         self.annotate_error: Exception | None = None
+        self.service = SchedulerService(self.ext, GANG_TIMEOUT, self.annotate, GANG_MAX_WAIT)
         self.server = GrpcServer(
-            SchedulerService(self.ext, GANG_TIMEOUT, self.annotate, GANG_MAX_WAIT),
+            self.service,
             GrpcOptions(socket=str(socket)),
             lambda: (self.ready, "test"),
         )
@@ -344,13 +345,45 @@ def test_serve_checks_the_gang_wait_flags(
         assert "--gpu-resource" in err
 
 
-def test_pods_without_a_gang_are_permitted_and_post_bind_is_recorded(sc: Sidecar) -> None:
+def _binds(sc: Sidecar, key: str) -> list[dict[str, Any]]:
+    return [d for d in sc.ext.decisions if d["pod"] == key and d["verb"] == "bind"]
+
+
+def test_pods_without_a_gang_are_permitted_and_the_watch_counts_the_bind(sc: Sidecar) -> None:
     sc.add(_pod("solo", 1))
+    assert sc.stub.Reserve(pb.ReserveRequest(pod=_ref("solo"), node_name="n4")).status.code == 0
     reply = sc.stub.Permit(pb.PermitRequest(pod=_ref("solo"), node_name="n4"))
     assert reply.status.code == pb.SUCCESS and reply.gang == ""
+    before = sc.ext.metrics.binds.labels("bound")._value.get()
+    # the shim's Bind wrote the Binding and calls nothing more: the watch shows it bound
+    bound = _pod("solo", 1)
+    bound["spec"]["nodeName"] = "n4"
+    sc.cache.pod_event("MODIFIED", bound)
+    assert [(d["node"], d["result"]) for d in _binds(sc, "ns/solo")] == [("n4", "bound")]
+    # a later event of the same pod, or an older shim's PostBind, counts nothing more
+    sc.cache.pod_event("MODIFIED", bound)
     sc.stub.PostBind(pb.PostBindRequest(pod=_ref("solo"), node_name="n4"))
-    last = sc.ext.decisions[-1]
-    assert (last["pod"], last["verb"], last["result"]) == ("ns/solo", "bind", "bound")
+    assert len(_binds(sc, "ns/solo")) == 1
+    assert sc.ext.metrics.binds.labels("bound")._value.get() == before + 1
+
+
+def test_a_bind_by_another_plugin_is_counted_by_post_bind_once(sc: Sidecar) -> None:
+    sc.add(_pod("other", 1))
+    sc.stub.Reserve(pb.ReserveRequest(pod=_ref("other"), node_name="n8"))
+    sc.stub.PostBind(pb.PostBindRequest(pod=_ref("other"), node_name="n8"))
+    bound = _pod("other", 1)
+    bound["spec"]["nodeName"] = "n8"
+    sc.cache.pod_event("MODIFIED", bound)
+    assert [(d["node"], d["result"]) for d in _binds(sc, "ns/other")] == [("n8", "bound")]
+
+
+def test_an_unreserved_pod_is_not_counted_bound(sc: Sidecar) -> None:
+    sc.add(_pod("gone", 1))
+    sc.stub.Reserve(pb.ReserveRequest(pod=_ref("gone"), node_name="n8"))
+    sc.stub.Unreserve(pb.UnreserveRequest(pod=_ref("gone"), node_name="n8"))
+    assert sc.service.reserved == {}
+    sc.stub.PostBind(pb.PostBindRequest(pod=_ref("gone"), node_name="n8"))
+    assert _binds(sc, "ns/gone") == []
 
 
 @pytest.mark.parametrize(

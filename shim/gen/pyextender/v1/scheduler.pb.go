@@ -1107,8 +1107,10 @@ func (x *PreBindResponse) GetStatus() *Status {
 	return nil
 }
 
-// PostBind: the pod is bound (informational; the reservation becomes a
-// binding when the sidecar's watch sees it).
+// PostBind: another bind plugin bound the pod (informational; the reservation
+// becomes a binding when the sidecar's watch sees it, and the watch also counts
+// the binds the shim's own Bind writes, so the shim calls this only after
+// another binder).
 type PostBindRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pod. Required.
