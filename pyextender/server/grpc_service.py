@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -372,7 +372,10 @@ class SchedulerService:
             **({"gpus": gpus} if gpus else {}),
         )
         return pb.ReserveResponse(
-            status=_OK, annotations={GPU_INDEX_ANNOTATION: gpus} if gpus else None
+            status=_OK,
+            annotations={GPU_INDEX_ANNOTATION: gpus} if gpus else None,
+            # Permit follows at once in the same cycle: its answer saves the shim a call
+            permit=self._permit(pod, node, req.waiting_member_uids) if req.with_permit else None,
         )
 
     async def unreserve(self, req: Any, context: Any) -> Any:
@@ -392,7 +395,12 @@ class SchedulerService:
             return pb.PermitResponse(status=self._unknown(ref))
         if not self._ours(pod):
             return pb.PermitResponse(status=_OK)
-        q = quorum(self.ext.cache, pod, req.waiting_member_uids)
+        return self._permit(pod, node, req.waiting_member_uids)
+
+    def _permit(self, pod: PodInfo, node: str, waiting: Iterable[str]) -> Any:
+        """The Permit answer for ``pod`` reserved on ``node`` (at Permit, or at Reserve
+        when the shim asks for it there)."""
+        q = quorum(self.ext.cache, pod, waiting)
         if q.reached:
             status, why = _OK, ""
         else:

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	pb "pyextender.io/shim/gen/pyextender/v1"
 )
@@ -25,13 +26,28 @@ type fakeSidecar struct {
 	minMember          int32
 	stall, maxWait     time.Duration
 	down               bool
+	permitAtReserve    bool // Reserve's reply carries the Permit answer
+	permitCalls        int
 }
 
 func (s *fakeSidecar) Permit(_ context.Context, in *pb.PermitRequest, _ ...grpc.CallOption) (*pb.PermitResponse, error) {
+	s.permitCalls++
 	if s.down {
 		return nil, errors.New("connection refused")
 	}
-	ready := int32(1 + len(in.WaitingMemberUids))
+	return s.answer(in.WaitingMemberUids), nil
+}
+
+func (s *fakeSidecar) Reserve(_ context.Context, in *pb.ReserveRequest, _ ...grpc.CallOption) (*pb.ReserveResponse, error) {
+	resp := &pb.ReserveResponse{Status: &pb.Status{}}
+	if s.permitAtReserve && in.WithPermit {
+		resp.Permit = s.answer(in.WaitingMemberUids)
+	}
+	return resp, nil
+}
+
+func (s *fakeSidecar) answer(waiting []string) *pb.PermitResponse {
+	ready := int32(1 + len(waiting))
 	resp := &pb.PermitResponse{Gang: "a/g", Ready: ready, MinMember: s.minMember, Status: &pb.Status{}}
 	if ready < s.minMember {
 		resp.Status = &pb.Status{Code: pb.Code_WAIT, Reason: "waiting"}
@@ -40,7 +56,7 @@ func (s *fakeSidecar) Permit(_ context.Context, in *pb.PermitRequest, _ ...grpc.
 			resp.MaxWait = durationpb.New(s.maxWait)
 		}
 	}
-	return resp, nil
+	return resp
 }
 
 func (s *fakeSidecar) Unreserve(context.Context, *pb.UnreserveRequest, ...grpc.CallOption) (*pb.UnreserveResponse, error) {
@@ -49,11 +65,12 @@ func (s *fakeSidecar) Unreserve(context.Context, *pb.UnreserveRequest, ...grpc.C
 
 // gangRig is the plugin over a fake sidecar, a fake waiting-pods map and a fake clock.
 type gangRig struct {
-	t     *testing.T
-	p     *Pyextender
-	h     *fakeHandle
-	clock time.Time
-	next  int
+	t       *testing.T
+	p       *Pyextender
+	h       *fakeHandle
+	clock   time.Time
+	next    int
+	reserve bool // members go through Reserve first, as in the framework's cycle
 }
 
 func newGangRig(t *testing.T, sidecar *fakeSidecar) *gangRig {
@@ -74,7 +91,13 @@ func (r *gangRig) arrive() (*fwk.Status, time.Duration) {
 	pod := member("a", fmt.Sprintf("g-%d", r.next), "g")
 	pod.Spec.SchedulerName = "volcano"
 	r.next++
-	st, wait := r.p.Permit(context.Background(), nil, pod, "n1")
+	state := framework.NewCycleState()
+	if r.reserve {
+		if st := r.p.Reserve(context.Background(), state, pod, "n1"); !st.IsSuccess() {
+			r.t.Fatalf("Reserve: %v", st)
+		}
+	}
+	st, wait := r.p.Permit(context.Background(), state, pod, "n1")
 	if st.IsWait() {
 		r.h.pods[pod.UID] = &fakeWaiting{pod: pod}
 	}
@@ -277,5 +300,31 @@ func TestWatchdogStopsWithTheSchedulersContext(t *testing.T) {
 	}
 	if err := p.Close(); err != nil { // Close after that returns at once
 		t.Fatal(err)
+	}
+}
+
+// A sidecar that answers Permit at Reserve spares the call: the gang waits and
+// goes exactly as with the call.
+func TestReserveCarriesThePermitAnswer(t *testing.T) {
+	for _, atReserve := range []bool{true, false} { // false: an older sidecar
+		sc := &fakeSidecar{minMember: 3, stall: 20 * time.Second, maxWait: 10 * time.Minute, permitAtReserve: atReserve}
+		r := newGangRig(t, sc)
+		r.reserve = true
+		for i := 0; i < 2; i++ {
+			if st, _ := r.arrive(); !st.IsWait() {
+				t.Fatalf("member %d: %v, want Wait", i, st)
+			}
+		}
+		if st, _ := r.arrive(); !st.IsSuccess() {
+			t.Fatalf("third member: %v, want Success", st)
+		}
+		for uid, w := range r.h.pods {
+			if !w.allowed {
+				t.Errorf("%s not allowed", uid)
+			}
+		}
+		if want := map[bool]int{true: 0, false: 3}[atReserve]; sc.permitCalls != want {
+			t.Errorf("permit at Reserve %v: %d Permit calls, want %d", atReserve, sc.permitCalls, want)
+		}
 	}
 }

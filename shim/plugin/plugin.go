@@ -65,6 +65,7 @@ const (
 	scoreKey           = fwk.StateKey(Name + "/score")
 	bindKey            = fwk.StateKey(Name + "/bind")
 	pickKey            = fwk.StateKey(Name + "/pick")
+	permitKey          = fwk.StateKey(Name + "/permit")
 )
 
 // Args are the plugin's pluginConfig args.
@@ -390,7 +391,13 @@ func (p *Pyextender) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.
 	p.turnedDown.forget(pod.UID) // a node came through kube-scheduler: picks count again
 	cctx, cancel := p.call(ctx)
 	defer cancel()
-	reply, err := p.client.Reserve(cctx, &pb.ReserveRequest{Pod: ref(pod), NodeName: nodeName})
+	req := &pb.ReserveRequest{Pod: ref(pod), NodeName: nodeName}
+	if gang := gangOf(pod); gang != "" {
+		// Permit runs next, with nothing in between: the sidecar answers it now
+		req.WithPermit = true
+		req.WaitingMemberUids = waitingMembers(p.waiting, gang, pod.UID)
+	}
+	reply, err := p.client.Reserve(cctx, req)
 	if err != nil {
 		return p.unreachable("Reserve", err)
 	}
@@ -400,8 +407,17 @@ func (p *Pyextender) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.
 	if a := reply.GetAnnotations(); len(a) > 0 {
 		state.Write(bindKey, bindAnnotations(a))
 	}
+	if permit := reply.GetPermit(); permit != nil {
+		state.Write(permitKey, permitAnswer{permit})
+	}
 	return nil
 }
+
+// permitAnswer is the sidecar's Permit answer, given at Reserve.
+type permitAnswer struct{ reply *pb.PermitResponse }
+
+// Clone implements fwk.StateData; the reply is never written after Reserve.
+func (a permitAnswer) Clone() fwk.StateData { return a }
 
 // Unreserve releases the pod in the sidecar and rejects every waiting member of
 // its gang: a gang that lost a member must not bind the rest.
@@ -426,23 +442,29 @@ func (p *Pyextender) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Po
 	}
 }
 
-// Permit is the gang barrier; a pod without a PodGroup passes without a call.
-func (p *Pyextender) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+// Permit is the gang barrier; a pod without a PodGroup passes without a call,
+// and so does a gang member whose Reserve reply carried the answer.
+func (p *Pyextender) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
 	gang := gangOf(pod)
 	if !p.ours(pod) || gang == "" {
 		return nil, 0
 	}
-	cctx, cancel := p.call(ctx)
-	defer cancel()
-	reply, err := p.client.Permit(cctx, &pb.PermitRequest{
-		Pod:               ref(pod),
-		NodeName:          nodeName,
-		WaitingMemberUids: waitingMembers(p.waiting, gang, pod.UID),
-	})
-	if err != nil {
-		// never bind a gang member on a guess; Unreserve rejects the waiting rest
-		st := p.unreachable("Permit", err)
-		return fwk.NewStatus(fwk.Unschedulable, st.Message()), 0
+	var reply *pb.PermitResponse
+	if data, err := state.Read(permitKey); err == nil {
+		reply = data.(permitAnswer).reply
+	} else {
+		cctx, cancel := p.call(ctx)
+		defer cancel()
+		reply, err = p.client.Permit(cctx, &pb.PermitRequest{
+			Pod:               ref(pod),
+			NodeName:          nodeName,
+			WaitingMemberUids: waitingMembers(p.waiting, gang, pod.UID),
+		})
+		if err != nil {
+			// never bind a gang member on a guess; Unreserve rejects the waiting rest
+			st := p.unreachable("Permit", err)
+			return fwk.NewStatus(fwk.Unschedulable, st.Message()), 0
+		}
 	}
 	st, stall := permitDecision(reply)
 	switch {

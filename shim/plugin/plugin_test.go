@@ -67,6 +67,7 @@ func bindRig(t *testing.T, annotations map[string]string) (*Pyextender, *bindSid
 	sc := &bindSidecar{annotations: annotations}
 	p := &Pyextender{
 		handle:        clientHandle{cs: cs},
+		waiting:       handleWith(),
 		client:        sc,
 		timeout:       time.Second,
 		schedulerName: "volcano",
@@ -272,7 +273,7 @@ func (a *activations) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
 func TestThePickNarrowsTheCycleAndATurnedDownPickRequeuesThePod(t *testing.T) {
 	sc := &filterSidecar{codes: []byte{0, 0, 0}, scores: []byte{40, 90, 60}, pick: "n2"}
 	queue := &activations{}
-	p := &Pyextender{client: sc, activator: queue, timeout: time.Second, schedulerName: "volcano"}
+	p := &Pyextender{client: sc, activator: queue, waiting: handleWith(), timeout: time.Second, schedulerName: "volcano"}
 	ctx, state, pod := context.Background(), framework.NewCycleState(), ourMember("g-0", "g")
 	res, st := p.PreFilter(ctx, state, pod, nodeInfos("n1", "n2", "n3"))
 	if !st.IsSuccess() || res == nil || !res.NodeNames.Equal(sets.New("n2")) {

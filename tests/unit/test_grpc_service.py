@@ -320,6 +320,32 @@ def test_permit_counts_members_waiting_in_the_caller(sc: Sidecar) -> None:
     assert helped.status.code == pb.SUCCESS and helped.ready == 3
 
 
+def test_reserve_answers_permit_when_asked_as_permit_would(sc: Sidecar) -> None:
+    """kube-scheduler runs Permit right after Reserve: the shim asks for its answer there."""
+    sc.cache.group_event("ADDED", _group("g", 3))
+    sc.add(*(_pod(f"g-{i}", 1, group="g") for i in range(3)))
+
+    def reserve(name: str, waiting: list[str], ask: bool = True) -> Any:
+        return sc.stub.Reserve(
+            pb.ReserveRequest(
+                pod=_ref(name), node_name="n8", with_permit=ask, waiting_member_uids=waiting
+            )
+        )
+
+    assert not reserve("g-0", [], ask=False).HasField("permit")  # not asked: Permit is called
+    sc.stub.Unreserve(pb.UnreserveRequest(pod=_ref("g-0"), node_name="n8"))
+    first = reserve("g-0", []).permit
+    assert first.status.code == pb.WAIT and (first.ready, first.min_member) == (1, 3)
+    assert first.timeout.ToNanoseconds() == int(GANG_TIMEOUT * 1e9)
+    # members waiting in the caller count, as in Permit; and this reservation counts
+    last = reserve("g-2", ["uid-g-1"])
+    assert last.permit.status.code == pb.SUCCESS and last.permit.ready == 3
+    again = sc.stub.Permit(pb.PermitRequest(pod=_ref("g-2"), node_name="n8"))
+    assert again.ready == 2  # without the caller's waiting member: the same count as Permit's
+    permits = [d for d in sc.ext.decisions if d["verb"] == "permit"]
+    assert [d["result"] for d in permits] == ["wait", "allow", "wait"]
+
+
 @pytest.mark.parametrize(
     ("flags", "ok"),
     [

@@ -629,9 +629,15 @@ type ReserveRequest struct {
 	// The pod. Required.
 	Pod *PodRef `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
 	// The chosen node. Required.
-	NodeName      string `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeName string `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// Also answer Permit (ReserveResponse.permit): kube-scheduler runs Permit
+	// right after Reserve in the same cycle, with nothing in between, so the
+	// shim need not call Permit. Set for gang members.
+	WithPermit bool `protobuf:"varint,3,opt,name=with_permit,json=withPermit,proto3" json:"with_permit,omitempty"`
+	// With with_permit: as PermitRequest.waiting_member_uids.
+	WaitingMemberUids []string `protobuf:"bytes,4,rep,name=waiting_member_uids,json=waitingMemberUids,proto3" json:"waiting_member_uids,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ReserveRequest) Reset() {
@@ -678,6 +684,20 @@ func (x *ReserveRequest) GetNodeName() string {
 	return ""
 }
 
+func (x *ReserveRequest) GetWithPermit() bool {
+	if x != nil {
+		return x.WithPermit
+	}
+	return false
+}
+
+func (x *ReserveRequest) GetWaitingMemberUids() []string {
+	if x != nil {
+		return x.WaitingMemberUids
+	}
+	return nil
+}
+
 type ReserveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// SUCCESS, UNSCHEDULABLE (no longer fits, with the reason) or ERROR.
@@ -686,7 +706,11 @@ type ReserveResponse struct {
 	// indices (pyextender.io/gpu-index), so node agents read the placement from
 	// the pod. The shim's Bind puts them on the Binding it writes, and the API
 	// server copies them onto the pod: no write of its own. Empty: nothing to add.
-	Annotations   map[string]string `protobuf:"bytes,2,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Annotations map[string]string `protobuf:"bytes,2,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// With ReserveRequest.with_permit and status SUCCESS: what Permit would
+	// answer now, counting this reservation. Unset otherwise (then the shim
+	// calls Permit).
+	Permit        *PermitResponse `protobuf:"bytes,3,opt,name=permit,proto3" json:"permit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -731,6 +755,13 @@ func (x *ReserveResponse) GetStatus() *Status {
 func (x *ReserveResponse) GetAnnotations() map[string]string {
 	if x != nil {
 		return x.Annotations
+	}
+	return nil
+}
+
+func (x *ReserveResponse) GetPermit() *PermitResponse {
+	if x != nil {
+		return x.Permit
 	}
 	return nil
 }
@@ -1246,13 +1277,17 @@ const file_pyextender_v1_scheduler_proto_rawDesc = "" +
 	"node_names\x18\x02 \x03(\tR\tnodeNames\"V\n" +
 	"\rScoreResponse\x12-\n" +
 	"\x06status\x18\x01 \x01(\v2\x15.pyextender.v1.StatusR\x06status\x12\x16\n" +
-	"\x06scores\x18\x02 \x01(\fR\x06scores\"V\n" +
+	"\x06scores\x18\x02 \x01(\fR\x06scores\"\xa7\x01\n" +
 	"\x0eReserveRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.pyextender.v1.PodRefR\x03pod\x12\x1b\n" +
-	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"\xd3\x01\n" +
+	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12\x1f\n" +
+	"\vwith_permit\x18\x03 \x01(\bR\n" +
+	"withPermit\x12.\n" +
+	"\x13waiting_member_uids\x18\x04 \x03(\tR\x11waitingMemberUids\"\x8a\x02\n" +
 	"\x0fReserveResponse\x12-\n" +
 	"\x06status\x18\x01 \x01(\v2\x15.pyextender.v1.StatusR\x06status\x12Q\n" +
-	"\vannotations\x18\x02 \x03(\v2/.pyextender.v1.ReserveResponse.AnnotationsEntryR\vannotations\x1a>\n" +
+	"\vannotations\x18\x02 \x03(\v2/.pyextender.v1.ReserveResponse.AnnotationsEntryR\vannotations\x125\n" +
+	"\x06permit\x18\x03 \x01(\v2\x1d.pyextender.v1.PermitResponseR\x06permit\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
@@ -1348,37 +1383,38 @@ var file_pyextender_v1_scheduler_proto_depIdxs = []int32{
 	2,  // 7: pyextender.v1.ReserveRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 8: pyextender.v1.ReserveResponse.status:type_name -> pyextender.v1.Status
 	19, // 9: pyextender.v1.ReserveResponse.annotations:type_name -> pyextender.v1.ReserveResponse.AnnotationsEntry
-	2,  // 10: pyextender.v1.UnreserveRequest.pod:type_name -> pyextender.v1.PodRef
-	1,  // 11: pyextender.v1.UnreserveResponse.status:type_name -> pyextender.v1.Status
-	2,  // 12: pyextender.v1.PermitRequest.pod:type_name -> pyextender.v1.PodRef
-	1,  // 13: pyextender.v1.PermitResponse.status:type_name -> pyextender.v1.Status
-	20, // 14: pyextender.v1.PermitResponse.timeout:type_name -> google.protobuf.Duration
-	20, // 15: pyextender.v1.PermitResponse.max_wait:type_name -> google.protobuf.Duration
-	2,  // 16: pyextender.v1.PreBindRequest.pod:type_name -> pyextender.v1.PodRef
-	1,  // 17: pyextender.v1.PreBindResponse.status:type_name -> pyextender.v1.Status
-	2,  // 18: pyextender.v1.PostBindRequest.pod:type_name -> pyextender.v1.PodRef
-	1,  // 19: pyextender.v1.PostBindResponse.status:type_name -> pyextender.v1.Status
-	3,  // 20: pyextender.v1.Scheduler.PreFilter:input_type -> pyextender.v1.PreFilterRequest
-	5,  // 21: pyextender.v1.Scheduler.Filter:input_type -> pyextender.v1.FilterRequest
-	7,  // 22: pyextender.v1.Scheduler.Score:input_type -> pyextender.v1.ScoreRequest
-	9,  // 23: pyextender.v1.Scheduler.Reserve:input_type -> pyextender.v1.ReserveRequest
-	11, // 24: pyextender.v1.Scheduler.Unreserve:input_type -> pyextender.v1.UnreserveRequest
-	13, // 25: pyextender.v1.Scheduler.Permit:input_type -> pyextender.v1.PermitRequest
-	15, // 26: pyextender.v1.Scheduler.PreBind:input_type -> pyextender.v1.PreBindRequest
-	17, // 27: pyextender.v1.Scheduler.PostBind:input_type -> pyextender.v1.PostBindRequest
-	4,  // 28: pyextender.v1.Scheduler.PreFilter:output_type -> pyextender.v1.PreFilterResponse
-	6,  // 29: pyextender.v1.Scheduler.Filter:output_type -> pyextender.v1.FilterResponse
-	8,  // 30: pyextender.v1.Scheduler.Score:output_type -> pyextender.v1.ScoreResponse
-	10, // 31: pyextender.v1.Scheduler.Reserve:output_type -> pyextender.v1.ReserveResponse
-	12, // 32: pyextender.v1.Scheduler.Unreserve:output_type -> pyextender.v1.UnreserveResponse
-	14, // 33: pyextender.v1.Scheduler.Permit:output_type -> pyextender.v1.PermitResponse
-	16, // 34: pyextender.v1.Scheduler.PreBind:output_type -> pyextender.v1.PreBindResponse
-	18, // 35: pyextender.v1.Scheduler.PostBind:output_type -> pyextender.v1.PostBindResponse
-	28, // [28:36] is the sub-list for method output_type
-	20, // [20:28] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	14, // 10: pyextender.v1.ReserveResponse.permit:type_name -> pyextender.v1.PermitResponse
+	2,  // 11: pyextender.v1.UnreserveRequest.pod:type_name -> pyextender.v1.PodRef
+	1,  // 12: pyextender.v1.UnreserveResponse.status:type_name -> pyextender.v1.Status
+	2,  // 13: pyextender.v1.PermitRequest.pod:type_name -> pyextender.v1.PodRef
+	1,  // 14: pyextender.v1.PermitResponse.status:type_name -> pyextender.v1.Status
+	20, // 15: pyextender.v1.PermitResponse.timeout:type_name -> google.protobuf.Duration
+	20, // 16: pyextender.v1.PermitResponse.max_wait:type_name -> google.protobuf.Duration
+	2,  // 17: pyextender.v1.PreBindRequest.pod:type_name -> pyextender.v1.PodRef
+	1,  // 18: pyextender.v1.PreBindResponse.status:type_name -> pyextender.v1.Status
+	2,  // 19: pyextender.v1.PostBindRequest.pod:type_name -> pyextender.v1.PodRef
+	1,  // 20: pyextender.v1.PostBindResponse.status:type_name -> pyextender.v1.Status
+	3,  // 21: pyextender.v1.Scheduler.PreFilter:input_type -> pyextender.v1.PreFilterRequest
+	5,  // 22: pyextender.v1.Scheduler.Filter:input_type -> pyextender.v1.FilterRequest
+	7,  // 23: pyextender.v1.Scheduler.Score:input_type -> pyextender.v1.ScoreRequest
+	9,  // 24: pyextender.v1.Scheduler.Reserve:input_type -> pyextender.v1.ReserveRequest
+	11, // 25: pyextender.v1.Scheduler.Unreserve:input_type -> pyextender.v1.UnreserveRequest
+	13, // 26: pyextender.v1.Scheduler.Permit:input_type -> pyextender.v1.PermitRequest
+	15, // 27: pyextender.v1.Scheduler.PreBind:input_type -> pyextender.v1.PreBindRequest
+	17, // 28: pyextender.v1.Scheduler.PostBind:input_type -> pyextender.v1.PostBindRequest
+	4,  // 29: pyextender.v1.Scheduler.PreFilter:output_type -> pyextender.v1.PreFilterResponse
+	6,  // 30: pyextender.v1.Scheduler.Filter:output_type -> pyextender.v1.FilterResponse
+	8,  // 31: pyextender.v1.Scheduler.Score:output_type -> pyextender.v1.ScoreResponse
+	10, // 32: pyextender.v1.Scheduler.Reserve:output_type -> pyextender.v1.ReserveResponse
+	12, // 33: pyextender.v1.Scheduler.Unreserve:output_type -> pyextender.v1.UnreserveResponse
+	14, // 34: pyextender.v1.Scheduler.Permit:output_type -> pyextender.v1.PermitResponse
+	16, // 35: pyextender.v1.Scheduler.PreBind:output_type -> pyextender.v1.PreBindResponse
+	18, // 36: pyextender.v1.Scheduler.PostBind:output_type -> pyextender.v1.PostBindResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_pyextender_v1_scheduler_proto_init() }

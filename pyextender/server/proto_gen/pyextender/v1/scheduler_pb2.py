@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dpyextender/v1/scheduler.proto\x12\rpyextender.v1\x1a\x1egoogle/protobuf/duration.proto\";\n\x06Status\x12!\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x13.pyextender.v1.Code\x12\x0e\n\x06reason\x18\x02 \x01(\t\"P\n\x06PodRef\x12\x0b\n\x03uid\x18\x01 \x01(\t\x12\x18\n\x10resource_version\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\"6\n\x10PreFilterRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\":\n\x11PreFilterResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\"\\\n\rFilterRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x12\n\nnode_names\x18\x02 \x03(\t\x12\x13\n\x0bwith_scores\x18\x03 \x01(\x08\"\x8b\x01\n\x0e\x46ilterResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\x12\r\n\x05\x63odes\x18\x02 \x01(\x0c\x12\x0f\n\x07reasons\x18\x03 \x03(\t\x12\x14\n\x0creason_index\x18\x04 \x01(\x0c\x12\x0e\n\x06scores\x18\x05 \x01(\x0c\x12\x0c\n\x04pick\x18\x06 \x01(\t\"F\n\x0cScoreRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x12\n\nnode_names\x18\x02 \x03(\t\"F\n\rScoreResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\x12\x0e\n\x06scores\x18\x02 \x01(\x0c\"G\n\x0eReserveRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x11\n\tnode_name\x18\x02 \x01(\t\"\xb2\x01\n\x0fReserveResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\x12\x44\n\x0b\x61nnotations\x18\x02 \x03(\x0b\x32/.pyextender.v1.ReserveResponse.AnnotationsEntry\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"I\n\x10UnreserveRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x11\n\tnode_name\x18\x02 \x01(\t\":\n\x11UnreserveResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\"c\n\rPermitRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x11\n\tnode_name\x18\x02 \x01(\t\x12\x1b\n\x13waiting_member_uids\x18\x03 \x03(\t\"\xc1\x01\n\x0ePermitResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\x12*\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0c\n\x04gang\x18\x03 \x01(\t\x12\r\n\x05ready\x18\x04 \x01(\x05\x12\x12\n\nmin_member\x18\x05 \x01(\x05\x12+\n\x08max_wait\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"G\n\x0ePreBindRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x11\n\tnode_name\x18\x02 \x01(\t\"8\n\x0fPreBindResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\"H\n\x0fPostBindRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x11\n\tnode_name\x18\x02 \x01(\t\"9\n\x10PostBindResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status*i\n\x04\x43ode\x12\x0b\n\x07SUCCESS\x10\x00\x12\t\n\x05\x45RROR\x10\x01\x12\x11\n\rUNSCHEDULABLE\x10\x02\x12\"\n\x1eUNSCHEDULABLE_AND_UNRESOLVABLE\x10\x03\x12\x08\n\x04WAIT\x10\x04\x12\x08\n\x04SKIP\x10\x05\x32\xde\x04\n\tScheduler\x12N\n\tPreFilter\x12\x1f.pyextender.v1.PreFilterRequest\x1a .pyextender.v1.PreFilterResponse\x12\x45\n\x06\x46ilter\x12\x1c.pyextender.v1.FilterRequest\x1a\x1d.pyextender.v1.FilterResponse\x12\x42\n\x05Score\x12\x1b.pyextender.v1.ScoreRequest\x1a\x1c.pyextender.v1.ScoreResponse\x12H\n\x07Reserve\x12\x1d.pyextender.v1.ReserveRequest\x1a\x1e.pyextender.v1.ReserveResponse\x12N\n\tUnreserve\x12\x1f.pyextender.v1.UnreserveRequest\x1a .pyextender.v1.UnreserveResponse\x12\x45\n\x06Permit\x12\x1c.pyextender.v1.PermitRequest\x1a\x1d.pyextender.v1.PermitResponse\x12H\n\x07PreBind\x12\x1d.pyextender.v1.PreBindRequest\x1a\x1e.pyextender.v1.PreBindResponse\x12K\n\x08PostBind\x12\x1e.pyextender.v1.PostBindRequest\x1a\x1f.pyextender.v1.PostBindResponseB3Z1pyextender.io/shim/gen/pyextender/v1;pyextenderv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dpyextender/v1/scheduler.proto\x12\rpyextender.v1\x1a\x1egoogle/protobuf/duration.proto\";\n\x06Status\x12!\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x13.pyextender.v1.Code\x12\x0e\n\x06reason\x18\x02 \x01(\t\"P\n\x06PodRef\x12\x0b\n\x03uid\x18\x01 \x01(\t\x12\x18\n\x10resource_version\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\"6\n\x10PreFilterRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\":\n\x11PreFilterResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\"\\\n\rFilterRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x12\n\nnode_names\x18\x02 \x03(\t\x12\x13\n\x0bwith_scores\x18\x03 \x01(\x08\"\x8b\x01\n\x0e\x46ilterResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\x12\r\n\x05\x63odes\x18\x02 \x01(\x0c\x12\x0f\n\x07reasons\x18\x03 \x03(\t\x12\x14\n\x0creason_index\x18\x04 \x01(\x0c\x12\x0e\n\x06scores\x18\x05 \x01(\x0c\x12\x0c\n\x04pick\x18\x06 \x01(\t\"F\n\x0cScoreRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x12\n\nnode_names\x18\x02 \x03(\t\"F\n\rScoreResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\x12\x0e\n\x06scores\x18\x02 \x01(\x0c\"y\n\x0eReserveRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x11\n\tnode_name\x18\x02 \x01(\t\x12\x13\n\x0bwith_permit\x18\x03 \x01(\x08\x12\x1b\n\x13waiting_member_uids\x18\x04 \x03(\t\"\xe1\x01\n\x0fReserveResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\x12\x44\n\x0b\x61nnotations\x18\x02 \x03(\x0b\x32/.pyextender.v1.ReserveResponse.AnnotationsEntry\x12-\n\x06permit\x18\x03 \x01(\x0b\x32\x1d.pyextender.v1.PermitResponse\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"I\n\x10UnreserveRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x11\n\tnode_name\x18\x02 \x01(\t\":\n\x11UnreserveResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\"c\n\rPermitRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x11\n\tnode_name\x18\x02 \x01(\t\x12\x1b\n\x13waiting_member_uids\x18\x03 \x03(\t\"\xc1\x01\n\x0ePermitResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\x12*\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0c\n\x04gang\x18\x03 \x01(\t\x12\r\n\x05ready\x18\x04 \x01(\x05\x12\x12\n\nmin_member\x18\x05 \x01(\x05\x12+\n\x08max_wait\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"G\n\x0ePreBindRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x11\n\tnode_name\x18\x02 \x01(\t\"8\n\x0fPreBindResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status\"H\n\x0fPostBindRequest\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.PodRef\x12\x11\n\tnode_name\x18\x02 \x01(\t\"9\n\x10PostBindResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.pyextender.v1.Status*i\n\x04\x43ode\x12\x0b\n\x07SUCCESS\x10\x00\x12\t\n\x05\x45RROR\x10\x01\x12\x11\n\rUNSCHEDULABLE\x10\x02\x12\"\n\x1eUNSCHEDULABLE_AND_UNRESOLVABLE\x10\x03\x12\x08\n\x04WAIT\x10\x04\x12\x08\n\x04SKIP\x10\x05\x32\xde\x04\n\tScheduler\x12N\n\tPreFilter\x12\x1f.pyextender.v1.PreFilterRequest\x1a .pyextender.v1.PreFilterResponse\x12\x45\n\x06\x46ilter\x12\x1c.pyextender.v1.FilterRequest\x1a\x1d.pyextender.v1.FilterResponse\x12\x42\n\x05Score\x12\x1b.pyextender.v1.ScoreRequest\x1a\x1c.pyextender.v1.ScoreResponse\x12H\n\x07Reserve\x12\x1d.pyextender.v1.ReserveRequest\x1a\x1e.pyextender.v1.ReserveResponse\x12N\n\tUnreserve\x12\x1f.pyextender.v1.UnreserveRequest\x1a .pyextender.v1.UnreserveResponse\x12\x45\n\x06Permit\x12\x1c.pyextender.v1.PermitRequest\x1a\x1d.pyextender.v1.PermitResponse\x12H\n\x07PreBind\x12\x1d.pyextender.v1.PreBindRequest\x1a\x1e.pyextender.v1.PreBindResponse\x12K\n\x08PostBind\x12\x1e.pyextender.v1.PostBindRequest\x1a\x1f.pyextender.v1.PostBindResponseB3Z1pyextender.io/shim/gen/pyextender/v1;pyextenderv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,8 +35,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'Z1pyextender.io/shim/gen/pyextender/v1;pyextenderv1'
   _globals['_RESERVERESPONSE_ANNOTATIONSENTRY']._loaded_options = None
   _globals['_RESERVERESPONSE_ANNOTATIONSENTRY']._serialized_options = b'8\001'
-  _globals['_CODE']._serialized_start=1669
-  _globals['_CODE']._serialized_end=1774
+  _globals['_CODE']._serialized_start=1766
+  _globals['_CODE']._serialized_end=1871
   _globals['_STATUS']._serialized_start=80
   _globals['_STATUS']._serialized_end=139
   _globals['_PODREF']._serialized_start=141
@@ -54,27 +54,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SCORERESPONSE']._serialized_start=647
   _globals['_SCORERESPONSE']._serialized_end=717
   _globals['_RESERVEREQUEST']._serialized_start=719
-  _globals['_RESERVEREQUEST']._serialized_end=790
-  _globals['_RESERVERESPONSE']._serialized_start=793
-  _globals['_RESERVERESPONSE']._serialized_end=971
-  _globals['_RESERVERESPONSE_ANNOTATIONSENTRY']._serialized_start=921
-  _globals['_RESERVERESPONSE_ANNOTATIONSENTRY']._serialized_end=971
-  _globals['_UNRESERVEREQUEST']._serialized_start=973
-  _globals['_UNRESERVEREQUEST']._serialized_end=1046
-  _globals['_UNRESERVERESPONSE']._serialized_start=1048
-  _globals['_UNRESERVERESPONSE']._serialized_end=1106
-  _globals['_PERMITREQUEST']._serialized_start=1108
-  _globals['_PERMITREQUEST']._serialized_end=1207
-  _globals['_PERMITRESPONSE']._serialized_start=1210
-  _globals['_PERMITRESPONSE']._serialized_end=1403
-  _globals['_PREBINDREQUEST']._serialized_start=1405
-  _globals['_PREBINDREQUEST']._serialized_end=1476
-  _globals['_PREBINDRESPONSE']._serialized_start=1478
-  _globals['_PREBINDRESPONSE']._serialized_end=1534
-  _globals['_POSTBINDREQUEST']._serialized_start=1536
-  _globals['_POSTBINDREQUEST']._serialized_end=1608
-  _globals['_POSTBINDRESPONSE']._serialized_start=1610
-  _globals['_POSTBINDRESPONSE']._serialized_end=1667
-  _globals['_SCHEDULER']._serialized_start=1777
-  _globals['_SCHEDULER']._serialized_end=2383
+  _globals['_RESERVEREQUEST']._serialized_end=840
+  _globals['_RESERVERESPONSE']._serialized_start=843
+  _globals['_RESERVERESPONSE']._serialized_end=1068
+  _globals['_RESERVERESPONSE_ANNOTATIONSENTRY']._serialized_start=1018
+  _globals['_RESERVERESPONSE_ANNOTATIONSENTRY']._serialized_end=1068
+  _globals['_UNRESERVEREQUEST']._serialized_start=1070
+  _globals['_UNRESERVEREQUEST']._serialized_end=1143
+  _globals['_UNRESERVERESPONSE']._serialized_start=1145
+  _globals['_UNRESERVERESPONSE']._serialized_end=1203
+  _globals['_PERMITREQUEST']._serialized_start=1205
+  _globals['_PERMITREQUEST']._serialized_end=1304
+  _globals['_PERMITRESPONSE']._serialized_start=1307
+  _globals['_PERMITRESPONSE']._serialized_end=1500
+  _globals['_PREBINDREQUEST']._serialized_start=1502
+  _globals['_PREBINDREQUEST']._serialized_end=1573
+  _globals['_PREBINDRESPONSE']._serialized_start=1575
+  _globals['_PREBINDRESPONSE']._serialized_end=1631
+  _globals['_POSTBINDREQUEST']._serialized_start=1633
+  _globals['_POSTBINDREQUEST']._serialized_end=1705
+  _globals['_POSTBINDRESPONSE']._serialized_start=1707
+  _globals['_POSTBINDRESPONSE']._serialized_end=1764
+  _globals['_SCHEDULER']._serialized_start=1874
+  _globals['_SCHEDULER']._serialized_end=2480
 # @@protoc_insertion_point(module_scope)
