@@ -259,6 +259,7 @@ class SchedulerService:
         last = self.picks.get(pod.uid)
         if last is not None:
             why = f"the pick of {last} was not reserved (turned down in kube-scheduler)"
+            ext.metrics.picks.labels("not_reserved").inc()
             ext._decide(pod.key, "pick", via="grpc", skipped=why)
             return ""
         at = ext.pick(ctx, rows, fits, known, scores=raw, lone=True)

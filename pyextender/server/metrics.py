@@ -53,6 +53,14 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.picks = Counter(
+            "pyextender_picks_total",
+            "Filter's pick of a node (--filter-picks-node): picked; or none, because of "
+            "soft_preferences or prefer_no_schedule taints (kube-scheduler scores then), or "
+            "not_reserved (framework mode: kube-scheduler turned the pod's last pick down).",
+            ["result"],
+            registry=r,
+        )
         self.admissions = Counter(
             "pyextender_gang_admissions_total",
             "PodGroups admitted (Pending -> Inqueue), by queue.",

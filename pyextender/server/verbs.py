@@ -353,19 +353,23 @@ class Extender:
         feasible rows only)."""
         feasible = np.flatnonzero(ok)
         if feasible.shape[0] == 1 and lone:
+            self.metrics.picks.labels("picked").inc()
             self._decide(ctx.pod.key, "pick", best=names[int(feasible[0])], nodes=1)
             return int(feasible[0])
         if feasible.shape[0] < 2 or not self.profile.scorers:
             return None
         if ctx.pod.soft_preferences:
+            self.metrics.picks.labels("soft_preferences").inc()
             self._decide(ctx.pod.key, "pick", skipped="soft preferences: kube-scheduler scores")
             return None
         if self._avoids_a_taint(ctx, rows[feasible]):
+            self.metrics.picks.labels("prefer_no_schedule").inc()
             why = "PreferNoSchedule taints: kube-scheduler scores"
             self._decide(ctx.pod.key, "pick", skipped=why)
             return None
         ranked = self.profile.score(ctx, rows[feasible]) if scores is None else scores[feasible]
         at = int(np.argmax(ranked))
+        self.metrics.picks.labels("picked").inc()
         # the prioritize entry of the decision log: the choice is made here now
         self._decide(
             ctx.pod.key,

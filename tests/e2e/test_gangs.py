@@ -36,6 +36,7 @@ from tests.e2e.kube import (
     create_member,
     gang,
     gpus_per_node,
+    metrics,
     pod,
     priority_class,
     queue,
@@ -205,6 +206,7 @@ def test_a_pick_that_kube_scheduler_turns_down_is_retried_on_every_node(env: Env
         picks = [d for d in mine if d["verb"] == "pick"]
         assert picks[0].get("best") == taken, mine  # the first pick: packing, then NodePorts
         assert any(f"the pick of {taken} was not reserved" in str(d.get("skipped")) for d in picks)
+        assert metrics(sidecar).get('pyextender_picks_total{result="not_reserved"}', 0.0) >= 1
 
 
 def test_a_preferred_node_affinity_outweighs_our_packing(env: Env) -> None:

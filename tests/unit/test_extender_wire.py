@@ -282,6 +282,13 @@ def test_no_pick_while_a_feasible_node_has_a_prefer_no_schedule_taint_the_pod_mi
         ext.filter_json(_wire.decode(json.dumps({"Pod": pod, "NodeNames": names}).encode()))
     )
     assert len(again["NodeNames"]) == 1
+    # pyextender_picks_total counts both answers
+    counts = {r: ext.metrics.picks.labels(r)._value.get() for r in ("picked", "prefer_no_schedule")}
+    assert counts == (
+        {"picked": 2.0, "prefer_no_schedule": 0.0}
+        if picked
+        else {"picked": 1.0, "prefer_no_schedule": 1.0}
+    )
 
 
 def test_no_schedule_taints_are_not_prefer_no_schedule() -> None:

@@ -226,6 +226,7 @@ def test_a_pod_with_soft_preferences_gets_no_pick(sc: Sidecar) -> None:
     sc.add(pod)
     reply = _filter(sc, "soft", ["n4", "n8"])
     assert reply.pick == "" and len(reply.scores) == 2  # kube-scheduler scores both
+    assert _picks(sc) == {"soft_preferences": 1.0}
 
 
 def test_a_pick_that_never_reached_reserve_is_not_repeated_until_the_pod_is_reserved(
@@ -248,6 +249,17 @@ def test_a_pick_that_never_reached_reserve_is_not_repeated_until_the_pod_is_rese
     assert reserved.status.code == pb.SUCCESS
     sc.stub.Unreserve(pb.UnreserveRequest(pod=_ref("p"), node_name=other))
     assert _filter(sc, "p", names).pick == first
+    # pyextender_picks_total: two picks, two attempts after the one turned down
+    assert _picks(sc) == {"picked": 2.0, "not_reserved": 2.0}
+
+
+def _picks(sc: Sidecar) -> dict[str, float]:
+    counts: dict[str, float] = {}
+    for metric in sc.ext.metrics.picks.collect():
+        for sample in metric.samples:
+            if sample.name == "pyextender_picks_total" and sample.value:
+                counts[sample.labels["result"]] = sample.value
+    return counts
 
 
 def test_batch_parser_keeps_the_with_scores_flag_of_a_cached_list() -> None:
