@@ -1,7 +1,8 @@
 // Package plugin is Pyextender, a kube-scheduler framework plugin that asks the
-// pyextender sidecar (gRPC, proto/pyextender/v1) at PreFilter, Filter, PreScore,
-// Score, Reserve, Unreserve, Permit and PostBind, and binds the pods itself
-// (the Binding carries the GPU indices chosen at Reserve).
+// pyextender sidecar (gRPC, proto/pyextender/v1) at PreFilter and Reserve (two
+// calls per pod; Filter, Score and Permit answer from their replies),
+// Unreserve, and PostBind only after another bind plugin bound a pod; it binds
+// the pods itself (the Binding carries the GPU indices chosen at Reserve).
 //
 // Every pod of our scheduler is forwarded, gang member or not, as the HTTP
 // extender sees every pod of its profile: the sidecar filters, scores and
@@ -18,11 +19,13 @@
 // its own filters on that node alone and, with one node left, skips scoring.
 // Should one of them turn the node down (something the sidecar does not
 // model, e.g. a host port), PostFilter sends the pod straight back to the
-// queue, and the sidecar, seeing a pick that never reached Reserve, answers
-// the next attempt with every node and no pick.
+// queue, and neither the plugin (picks.go) nor the sidecar, which sees a pick
+// that never reached Reserve, narrows it again until it is reserved.
 //
 // Permit is the gang barrier. The sidecar counts the gang's members (bound,
-// reserved, or waiting here) and answers allow or wait. On allow, every waiting
+// reserved, or waiting here) and answers allow or wait, in Reserve's reply
+// (kube-scheduler runs Permit right after Reserve) or, from an older sidecar,
+// to a Permit call. On allow, every waiting
 // member of the gang is allowed at once. A gang waits while new members keep
 // reaching Permit (gangwait.go): once none has arrived for the sidecar's stall
 // window, or the gang has waited its cap, a watchdog rejects every waiting
