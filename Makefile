@@ -22,7 +22,7 @@ SHIM_GOENV := CGO_ENABLED=0 GOFLAGS=-mod=mod
 
 help:
 	@echo "make run            local cluster + sidecar + example GPU workload, live table"
-	@echo "                    (MODE=framework: kube-scheduler with the gRPC shim, gangs wait in Permit)"
+	@echo "                    (MODE=framework: kube-scheduler with the gRPC shim; gangs held at its barrier, wait in Permit)"
 	@echo "make test           lint (ruff, mypy --strict), unit and e2e tests on a real devcluster"
 	@echo "make cluster-up     start a devcluster (NAME=$(NAME) NODES=$(NODES)) with the sidecar"
 	@echo "make cluster-down   stop it (no process left behind)"

@@ -20,7 +20,9 @@ Volcano's level; plain pods through our verbs >= 0.9).
 --mode framework runs the same phases on a framework-mode cluster: the volcano
 profile is kube-scheduler-pyextender (the gRPC shim); every volcano pod goes
 through the sidecar over gRPC (Filter with scores and the sidecar's pick, Reserve,
-the shim's Bind), and gang members also wait in Permit.
+the shim's Bind), and gang members also wait in Permit. There the gang pods wait
+at the shim's barrier (annotation pyextender.io/gang-barrier, released by one
+PodGroup write per gang) unless --framework-barrier gate.
 
 --shapes [single medium large huge] runs instead the scenario shapes of public
 batch-scheduler comparisons (SHAPES: 5000 x 1, 500 x 20, 20 x 500, 1 x 10000 pods,
@@ -59,6 +61,12 @@ from phase_cost import PhaseCost
 
 from devcluster.cluster import MODES, Cluster
 from devcluster.nodes import NodeShape
+
+HOLD = ["gate"]
+"""How gang pods are held until admitted in the running phase: "gate" (the scheduling
+gate, lifted pod by pod) or "scheduler" (the framework shim's barrier annotation)."""
+
+HELD_BY = {"gate": "the scheduling gate", "scheduler": "the shim's barrier (annotation)"}
 
 COST: list[PhaseCost] = []
 """The running cluster's cost recorder (one at a time): each phase snapshots it
@@ -149,7 +157,10 @@ def pod(name: str, ns: str, scheduler: str, group: str = "", node: str = "") -> 
         }
     if group:
         meta["annotations"] = {"scheduling.k8s.io/group-name": group}
-        spec["schedulingGates"] = [{"name": "pyextender.io/gang"}]
+        if HOLD[0] == "scheduler":  # as the webhook does with --gang-barrier=scheduler
+            meta["annotations"]["pyextender.io/gang-barrier"] = "true"
+        else:
+            spec["schedulingGates"] = [{"name": "pyextender.io/gang"}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
@@ -382,6 +393,7 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         # a measured phase: it landed in some phases and not others, ~1 write per pod
         node_lease_s=3600,
     )
+    HOLD[0] = args.framework_barrier if mode == "framework" else "gate"
     try:
         cluster.start_sidecar(["--log-level=warning"])
         cluster.wait_sidecar_ready(timeout=120)
@@ -391,7 +403,7 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         api = client.ApiClient(cfg)
         COST[:] = [PhaseCost(api, str(cluster.dir))]
         if args.shapes:
-            return {"mode": mode, "shapes": measure_shapes(api, args)}
+            return {"mode": mode, "gang_hold": HOLD[0], "shapes": measure_shapes(api, args)}
         say(f"{mode}: baseline, {args.pods} plain pods through the stock kube-scheduler")
         base = run_plain(api, args.pods, args.timeout, "default-scheduler", "bench-baseline")
         say(f"{mode}: {args.pods} plain pods through kube-scheduler + pyextender (no gangs)")
@@ -411,6 +423,7 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         cluster.down(quiet=True)
     return {
         "mode": mode,
+        "gang_hold": HOLD[0],
         "baseline": base,
         "extender_no_gang": plain,
         "gangs": gangs,
@@ -528,7 +541,8 @@ def report(results: list[dict[str, Any]], nodes: int) -> None:
             f"{res['mode']}: gang pods/s vs stock kube-scheduler "
             f"{res['gang_vs_stock_pods_per_s_ratio']:.2f} "
             f"(goal >= 1.0, Volcano's level); members of one gang bound within "
-            f"{res['gangs']['gang_bind_spread_p99_s']:.2f}s of each other (p99)"
+            f"{res['gangs']['gang_bind_spread_p99_s']:.2f}s of each other (p99); "
+            f"gang pods held by {HELD_BY[res['gang_hold']]}"
         )
     print(json.dumps({"bench": "e2e", "nodes": nodes, "runs": results}))
 
@@ -557,6 +571,14 @@ def main() -> None:
         choices=list(SHAPES),
         help="run these scenario shapes instead of the default phases; "
         "--shapes alone runs all (single medium large huge)",
+    )
+    ap.add_argument(
+        "--framework-barrier",
+        choices=["scheduler", "gate"],
+        default="scheduler",
+        help="framework mode: gang pods wait at the shim's barrier (scheduler: annotation, "
+        "released by one PodGroup write per gang) or behind the scheduling gate (gate, lifted "
+        "pod by pod, as in extender mode). Default %(default)s",
     )
     ap.add_argument(
         "--scale",

@@ -59,6 +59,8 @@ class Options:
     webhook_configuration: str = ""
     """MutatingWebhookConfiguration whose pod webhooks say which namespaces are adopted;
     a namespace leaving them has its gated pods released. "" turns that off."""
+    gang_barrier: bool = False
+    """Job pods wait at the framework shim's barrier (annotation), not behind a gate."""
     cronjob_clock_speed: float = 1.0
     """How fast the CronJob controller's clock runs (tests only; 1 is real time)."""
 
@@ -70,6 +72,7 @@ def _group_index(pod: Obj) -> list[str]:
 
 def build(kube: Kube, opts: Options, identity: str) -> tuple[Context, list[Controller]]:
     ctx = Context.empty(kube, identity, opts.scheduler_name)
+    ctx.gang_barrier = opts.gang_barrier
     ctx.pods.add_index("group", _group_index)
     queues = QueueController(ctx)
     jobs = JobController(ctx)

@@ -7,7 +7,7 @@ import os
 import socket
 from typing import Any
 
-from pyextender.api.names import SCHEDULER_NAME
+from pyextender.api.names import GANG_BARRIERS, SCHEDULER_NAME
 from pyextender.api.process import add_log_level, run_server, setup_logging
 
 
@@ -82,6 +82,15 @@ def register(sub: Any) -> None:
         "webhooks' namespaceSelector (adoption label removed) has its gated pods released "
         "(default: off)",
     )
+    p.add_argument(
+        "--gang-barrier",
+        choices=GANG_BARRIERS,
+        default="gate",
+        help="how a Job's gang pods wait until the scheduler admits the gang: gate (a "
+        "scheduling gate) or scheduler (the pyextender.io/gang-barrier annotation, held by "
+        "the framework shim's PreEnqueue; use with the webhook's --gang-barrier=scheduler). "
+        "Default %(default)s",
+    )
     # tests only: the CronJob controller's clock runs this many times as fast
     p.add_argument("--cronjob-clock-speed", type=float, default=1.0, help=argparse.SUPPRESS)
     add_log_level(p)
@@ -133,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         default_queue_weight=args.default_queue_weight,
         default_queue_reclaimable=args.default_queue_reclaimable,
         webhook_configuration=args.webhook_configuration,
+        gang_barrier=args.gang_barrier == "scheduler",
         cronjob_clock_speed=args.cronjob_clock_speed,
     )
     return run_server("pyextender controllers", run_app(opts))

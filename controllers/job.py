@@ -454,7 +454,7 @@ class JobController(Controller):
                     continue
                 if not may_create:
                     continue  # dependsOn: created once the tasks it depends on are ready
-                body = job_pods.build_pod(job, task, i, gated)
+                body = job_pods.build_pod(job, task, i, gated, ctx.gang_barrier)
                 created = await ignore_exists(call(ctx.kube.create_pod, m.namespace, body))
                 if created:
                     ctx.pods.remember(created)

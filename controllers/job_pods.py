@@ -163,8 +163,12 @@ def build_podgroup(job: Job, priorities: Mapping[str, int] | None = None) -> dic
     }
 
 
-def build_pod(job: Job, task: TaskSpec, index: int, gated: bool) -> dict[str, Any]:
-    """The pod ``index`` of ``task``, as Volcano's job controller would create it."""
+def build_pod(
+    job: Job, task: TaskSpec, index: int, gated: bool, barrier: bool = False
+) -> dict[str, Any]:
+    """The pod ``index`` of ``task``, as Volcano's job controller would create it.
+    ``gated``: held until the scheduler admits the gang, behind the gang gate or, with
+    ``barrier``, by the pyextender.io/gang-barrier annotation (framework shim)."""
     m = job.metadata
     tname = task_name(task)
     template = copy.deepcopy(task.template)
@@ -184,11 +188,13 @@ def build_pod(job: Job, task: TaskSpec, index: int, gated: bool) -> dict[str, An
                 {"name": vname, "mountPath": vol.mount_path},
             )
     job_plugins.apply_to_pod(job, task, index, spec)
-    if gated:
+    if gated and not barrier:
         gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != names.GANG_GATE]
         spec["schedulingGates"] = [*gates, {"name": names.GANG_GATE}]
 
     annotations = dict(tmeta.get("annotations") or {})
+    if gated and barrier:
+        annotations[names.BARRIER_ANNOTATION] = "true"
     annotations.update(
         {
             names.VOLCANO_TASK_INDEX: str(index),

@@ -17,6 +17,10 @@ leaving its other gates alone):
   bare pod is recreated as it was, and an owned pod is deleted for its owner to
   recreate (no webhook routes it to us any more).
 
+A pod held at the framework shim's barrier instead of a gate (annotation
+``pyextender.io/gang-barrier``, with ``--gang-barrier=scheduler``) is released
+the same way: the annotation comes off.
+
 Which namespaces are adopted is read from the live MutatingWebhookConfiguration,
 so the chart's values (label selector, names) are the single source.
 """
@@ -32,7 +36,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from pyextender.api.names import GANG_GATE, GATED_BY_WEBHOOK_ANNOTATION
+from pyextender.api.names import BARRIER_ANNOTATION, GANG_GATE, GATED_BY_WEBHOOK_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -89,19 +93,31 @@ def adopted(namespaces: Iterable[Mapping[str, Any]], selectors: list[Selector]) 
     return out
 
 
+def _at_barrier(pod: Mapping[str, Any]) -> bool:
+    """Unbound and held by the framework shim's barrier annotation."""
+    md = pod.get("metadata") or {}
+    return bool((md.get("annotations") or {}).get(BARRIER_ANNOTATION)) and not (
+        (pod.get("spec") or {}).get("nodeName")
+    )
+
+
 def gated(pod: Mapping[str, Any]) -> bool:
+    """Held by us: our scheduling gate, or (unbound) the barrier annotation."""
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
-    return any(g.get("name") == GANG_GATE for g in gates)
+    return any(g.get("name") == GANG_GATE for g in gates) or _at_barrier(pod)
 
 
 def release_patch(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """JSON merge patch: the pod's gates without ours (optimistic on resourceVersion)."""
+    """JSON merge patch: the pod's gates without ours and without the barrier annotation
+    (optimistic on resourceVersion)."""
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
     md = pod.get("metadata") or {}
-    return {
-        "metadata": {"resourceVersion": md.get("resourceVersion")},
-        "spec": {"schedulingGates": [g for g in gates if g.get("name") != GANG_GATE]},
-    }
+    patch: dict[str, Any] = {"metadata": {"resourceVersion": md.get("resourceVersion")}}
+    if any(g.get("name") == GANG_GATE for g in gates):
+        patch["spec"] = {"schedulingGates": [g for g in gates if g.get("name") != GANG_GATE]}
+    if _at_barrier(pod):
+        patch["metadata"]["annotations"] = {BARRIER_ANNOTATION: None}
+    return patch
 
 
 MERGE = "application/merge-patch+json"
@@ -123,7 +139,7 @@ def release_pods(core: client.CoreV1Api, pods: Iterable[Mapping[str, Any]]) -> i
             if exc.status in (404, 409):  # gone, or changed (the sidecar lifted it)
                 continue
             raise
-        log.info("released %s/%s (gate %s lifted)", ns, name, GANG_GATE)
+        log.info("released %s/%s (gate %s / %s lifted)", ns, name, GANG_GATE, BARRIER_ANNOTATION)
         done += 1
     return done
 
@@ -225,6 +241,7 @@ def recreated(pod: Mapping[str, Any], scheduler: str) -> dict[str, Any]:
     md = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in _DROP_METADATA}
     annotations = dict(md.get("annotations") or {})
     annotations.pop(GATED_BY_WEBHOOK_ANNOTATION, None)
+    annotations.pop(BARRIER_ANNOTATION, None)
     md["annotations"] = annotations
     spec = {**(pod.get("spec") or {}), "schedulerName": scheduler}
     spec.pop("nodeName", None)

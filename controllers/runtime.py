@@ -78,6 +78,9 @@ class Context:
     """Owners whose scale-to-zero removes the PodGroup podgroup.py gave their pods."""
     priorityclasses: Store = field(default_factory=lambda: Store("priorityclasses"))
     """Their values order a Job's tasks for its PodGroup's minResources."""
+    gang_barrier: bool = False
+    """Hold a Job's gang pods with the pyextender.io/gang-barrier annotation (the
+    framework shim's PreEnqueue) instead of the scheduling gate."""
 
     @classmethod
     def empty(cls, kube: Kube, identity: str, scheduler_name: str) -> Context:

@@ -84,13 +84,20 @@ def wait_ready(cluster: Cluster, url: str, role: str, leader: bool, timeout: flo
     raise TimeoutError(f"{role} not ready after {timeout:.0f}s: {last}")
 
 
-def enable_controllers(cluster: Cluster, timeout: float = 60.0) -> None:
-    """Start the controllers if they are not running, and wait until they act."""
+def enable_controllers(
+    cluster: Cluster, timeout: float = 60.0, extra: list[str] | None = None
+) -> None:
+    """Start the controllers if they are not running, and wait until they act. With
+    ``extra`` arguments they are (re)started with them."""
     st = cluster.state
     if st is None:
         raise RuntimeError(f"cluster {cluster.name!r} is not up")
     pid = st.pids.get(ROLE)
-    if pid is not None and _alive(pid) and PORT_KEY in st.ports:
+    if extra is not None:
+        if pid is not None:
+            cluster.stop_role(ROLE)
+        url = start_controllers(cluster, extra=extra)
+    elif pid is not None and _alive(pid) and PORT_KEY in st.ports:
         url = controllers_url(cluster)
         if _get(f"{url}/readyz")[0] == 200 and is_leader(url):
             return

@@ -36,7 +36,7 @@ from devcluster.controllers import enable_controllers
 from devcluster.kwok_stages import DURATION_ANNOTATION
 from devcluster.nodes import NodeShape
 from devcluster.webhook import enable_webhook
-from pyextender.api.names import ENABLED_LABEL
+from pyextender.api.names import BARRIER_ANNOTATION, ENABLED_LABEL
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "demo"
 EXAMPLE = DEMO / "gpu-workload.yaml"
@@ -154,6 +154,12 @@ def _table(
         gang = f"{group[:24]} ({groups.get(group, 'done')})" if group else "-"
         if p.spec.scheduling_gates:
             phase = "Gated"
+        elif (
+            BARRIER_ANNOTATION in (p.metadata.annotations or {})
+            and not p.spec.node_name
+            and groups.get(group) == "Pending"
+        ):
+            phase = "Held"  # at the framework shim's barrier: the gang is not admitted
         t.add_row(
             p.metadata.name,
             str(_gpus(p)),
@@ -228,10 +234,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         console.print(f"[bold]sidecar ready[/] at {st.extender_url}")
-    enable_controllers(cluster)
+    # framework mode: gang pods wait at the shim's barrier (no gate to lift pod by pod)
+    barrier = ["--gang-barrier=scheduler"] if args.mode == "framework" else None
+    enable_controllers(cluster, extra=barrier)
     console.print("[bold]controllers ready[/] (Job, PodGroup, Queue, Command; leader elected)")
-    enable_webhook(cluster)
-    console.print("[bold]admission webhook ready[/] (gates gang pods, validates Volcano objects)")
+    enable_webhook(cluster, extra=barrier)
+    held = "holds gang pods at the shim's barrier" if barrier else "gates gang pods"
+    console.print(f"[bold]admission webhook ready[/] ({held}, validates Volcano objects)")
 
     cfg = client.Configuration()
     config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)

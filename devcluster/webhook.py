@@ -22,7 +22,12 @@ from typing import Any
 
 from devcluster import pki
 from devcluster.cluster import Cluster, ClusterState, free_port
-from pyextender.api.names import ENABLED_LABEL, GANG_GATE, GROUP_NAME_ANNOTATION
+from pyextender.api.names import (
+    BARRIER_ANNOTATION,
+    ENABLED_LABEL,
+    GANG_GATE,
+    GROUP_NAME_ANNOTATION,
+)
 from pyextender.api.volcano import Queue
 from webhook.configuration import (
     CONFIGURATION_NAME,
@@ -112,10 +117,13 @@ def _probe_pod() -> dict[str, Any]:
 
 
 def _mutation_active(api: Any) -> bool:
-    """A dry-run gang pod in the probe namespace comes back gated."""
+    """A dry-run gang pod in the probe namespace comes back held: gated, or annotated
+    for the framework shim's barrier (--gang-barrier=scheduler)."""
     from kubernetes import client
 
     pod = client.CoreV1Api(api).create_namespaced_pod(PROBE_NAMESPACE, _probe_pod(), dry_run="All")
+    if (pod.metadata.annotations or {}).get(BARRIER_ANNOTATION):
+        return True
     return any(g.name == GANG_GATE for g in pod.spec.scheduling_gates or [])
 
 
@@ -182,18 +190,22 @@ def _wait_until(what: str, check: Any, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def enable_webhook(cluster: Cluster, timeout: float = 60.0) -> None:
-    """Start the webhook (if not running) and register it; returns once it is in effect."""
+def enable_webhook(cluster: Cluster, timeout: float = 60.0, extra: list[str] | None = None) -> None:
+    """Start the webhook (if not running) and register it; returns once it is in effect.
+    With ``extra`` arguments it is (re)started with them."""
     st = _state(cluster)
     pki_dir = Path(st.dir) / "pki"
     url = webhook_url(cluster)
     cert, key = pki_dir / "webhook.crt", pki_dir / "webhook.key"
     if not cert.exists() or not key.exists():
         pki.issue_serving_cert(pki_dir, "webhook", ["127.0.0.1", "localhost"])
+    if extra is not None and _running(cluster):
+        cluster.stop_role(ROLE)
     if not _running(cluster):
         port = url.rsplit(":", 1)[1]
         cluster.start_component(
-            ROLE, ["webhook", f"--port={port}", f"--tls-cert={cert}", f"--tls-key={key}"]
+            ROLE,
+            ["webhook", f"--port={port}", f"--tls-cert={cert}", f"--tls-key={key}", *(extra or [])],
         )
     _wait_ready(cluster, url, pki_dir / "ca.crt", timeout)
     ca_bundle = base64.b64encode((pki_dir / "ca.crt").read_bytes()).decode()

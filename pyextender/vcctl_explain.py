@@ -40,6 +40,7 @@ from pyextender.api.resources import (
 )
 from pyextender.api.volcano.codec import duration_seconds
 from pyextender.cache.batch import GroupView, QueueView, group_from_dict, queue_from_dict
+from pyextender.cache.cluster import released_uids
 from pyextender.plugins.proportion import tree_fill
 
 Obj = Mapping[str, Any]
@@ -54,6 +55,21 @@ def _meta(obj: Obj) -> Mapping[str, Any]:
 def _spec(obj: Obj) -> Mapping[str, Any]:
     spec = obj.get("spec")
     return spec if isinstance(spec, Mapping) else {}
+
+
+def _held(pod: Obj, group: GroupView) -> bool:
+    """Held until its gang is admitted: behind a scheduling gate, or (unbound) at the
+    framework shim's barrier and not yet listed as released on its PodGroup."""
+    spec = _spec(pod)
+    if spec.get("schedulingGates"):
+        return True
+    meta = pod.get("metadata") or {}
+    at_barrier = (meta.get("annotations") or {}).get(names.BARRIER_ANNOTATION)
+    return (
+        bool(at_barrier)
+        and not spec.get("nodeName")
+        and meta.get("uid") not in set(released_uids(group))
+    )
 
 
 def _status(obj: Obj) -> Mapping[str, Any]:
@@ -391,7 +407,7 @@ def explain_job(snap: Snapshot, job: Obj | None, g: GroupView | None, name: str)
         return "\n".join(out)
     members = snap.members.get(g.key, [])
     bound = sum(1 for p in members if _spec(p).get("nodeName"))
-    gated = sum(1 for p in members if _spec(p).get("schedulingGates"))
+    gated = sum(1 for p in members if _held(p, g))
     out.append(
         f"  podgroup {g.key}: {g.phase}, minMember {g.min_member}, "
         f"{_count(len(members), 'pod')} ({bound} bound, {gated} gated)"
@@ -441,7 +457,7 @@ def _reasons(snap: Snapshot, g: GroupView, q: QueueView | None) -> list[str]:
             "until its minResources fit its queue and the cluster"
         )
     else:
-        gated = sum(1 for p in members if _spec(p).get("schedulingGates"))
+        gated = sum(1 for p in members if _held(p, g))
         reasons.append(
             f"{fit}; admitted (Inqueue), {bound} bound, {gated} gated: the gates lift "
             "together once they all fit, and they bind together"

@@ -8,8 +8,10 @@ import sys
 from typing import Any
 
 from pyextender.api.names import (
+    BARRIER_ANNOTATION,
     BATCH_RESOURCE,
     ENABLED_LABEL,
+    GANG_BARRIERS,
     GANG_GATE,
     GROUP_NAME_ANNOTATION,
     SCHEDULER_NAME,
@@ -25,7 +27,8 @@ endpoints (HTTPS):
   POST {MUTATE_PODS:<20} pods of namespaces labelled {ENABLED_LABEL}=true: a pod with
                             annotation {GROUP_NAME_ANNOTATION} gets schedulerName
                             {SCHEDULER_NAME} (if it asked for default-scheduler) and
-                            scheduling gate {GANG_GATE}
+                            scheduling gate {GANG_GATE} (--gang-barrier=scheduler:
+                            annotation {BARRIER_ANNOTATION} instead)
   POST {MUTATE_PODS_SHADOW:<20} the same for {ENABLED_LABEL}=shadow, but only logged and
                             counted (pyextender_webhook_shadow_changes_total)
   POST {VALIDATE:<20} Volcano PodGroup, Queue, Job, CronJob, Command, HyperNode: field
@@ -111,6 +114,15 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--scheduler-name", default="", help="schedulerName of adopted pods")
     p.add_argument(
+        "--gang-barrier",
+        choices=GANG_BARRIERS,
+        default="gate",
+        help=f"how gang pods wait until the sidecar admits their gang: gate (scheduling gate "
+        f"{GANG_GATE}, lifted pod by pod; any kube-scheduler) or scheduler (annotation "
+        f"{BARRIER_ANNOTATION}, held by the framework shim's PreEnqueue and released with one "
+        "PodGroup write per gang; needs kube-scheduler built with shim/). Default %(default)s",
+    )
+    p.add_argument(
         "--max-body-bytes",
         type=int,
         default=DEFAULT_MAX_BODY_BYTES,
@@ -171,6 +183,11 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.tls_sync_period <= 0:
         return _fail("--tls-sync-period must be > 0")
+    if args.gang_barrier == "scheduler" and args.mode == EXISTING_MODE:
+        return _fail(
+            "--gang-barrier=scheduler needs our kube-scheduler built with the framework shim "
+            "(--mode scheduler); the cluster's own kube-scheduler cannot hold the pods"
+        )
     default_name = SCHEDULER_NAME if args.mode == SCHEDULER_MODE else DEFAULT_SCHEDULER
     lease = None
     if args.leader_elect:
@@ -186,7 +203,9 @@ def run(args: argparse.Namespace) -> int:
         tls_cert=args.tls_cert or "",
         tls_key=args.tls_key or "",
         max_body_bytes=args.max_body_bytes,
-        adoption=Adoption(args.mode, args.scheduler_name or default_name),
+        adoption=Adoption(
+            args.mode, args.scheduler_name or default_name, args.gang_barrier == "scheduler"
+        ),
         secret=secret,
         tls_dir=args.tls_dir,
         file_period=args.tls_sync_period,

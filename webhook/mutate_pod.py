@@ -9,6 +9,11 @@ annotation. At creation, before any node is chosen, the webhook
   action lifts on all members at once when the whole gang fits
   (DESIGN.md §3).
 
+With ``Adoption.barrier`` (``--gang-barrier=scheduler``, for a kube-scheduler
+built with our framework shim) the pod gets the annotation
+``pyextender.io/gang-barrier`` instead of the gate: the shim's PreEnqueue holds
+it until the sidecar releases its gang, with no write to the pod.
+
 A pod that names another scheduler is left alone entirely: its scheduler
 would never see our gate lifted. Only CREATE is mutated, because the API
 server refuses new scheduling gates on an existing pod.
@@ -37,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyextender.api.names import (
+    BARRIER_ANNOTATION,
     BATCH_RESOURCE,
     GANG_GATE,
     GATED_BY_WEBHOOK_ANNOTATION,
@@ -56,6 +62,9 @@ class Adoption:
     """``scheduler`` (our own kube-scheduler profile) or ``existing`` (marker resource)."""
     scheduler_name: str = SCHEDULER_NAME
     """The schedulerName adopted pods end up with."""
+    barrier: bool = False
+    """Hold gang pods with the pyextender.io/gang-barrier annotation (the framework
+    shim's PreEnqueue) instead of the scheduling gate."""
 
     @property
     def marker(self) -> bool:
@@ -78,6 +87,8 @@ class PodPlan:
     set_scheduler: bool = False
     add_gate: bool = False
     add_marker: bool = False
+    barrier: bool = False
+    """add_gate holds the pod with the barrier annotation, not the scheduling gate."""
     skipped: str = ""
     """Why the pod is left as it is ("" when there is something to do)."""
 
@@ -86,7 +97,7 @@ class PodPlan:
         """Names of the changes, for logs and the ``change`` metric label."""
         return (
             (("scheduler_name",) if self.set_scheduler else ())
-            + (("scheduling_gate",) if self.add_gate else ())
+            + ((("gang_barrier" if self.barrier else "scheduling_gate"),) if self.add_gate else ())
             + (("batch_marker",) if self.add_marker else ())
         )
 
@@ -135,11 +146,17 @@ def plan_pod(
     has_gate = isinstance(gates, list) and any(
         isinstance(g, Mapping) and g.get("name") == GANG_GATE for g in gates
     )
+    # held either way already (e.g. the Job controller's pods): never held twice
+    has_gate = has_gate or bool(annotations.get(BARRIER_ANNOTATION))
     add_marker = adoption.marker and not _has_marker(spec)
     if not set_scheduler and has_gate and not add_marker:
         return PodPlan(group=group, skipped="already scheduled by us and gated")
     return PodPlan(
-        group=group, set_scheduler=set_scheduler, add_gate=not has_gate, add_marker=add_marker
+        group=group,
+        set_scheduler=set_scheduler,
+        add_gate=not has_gate,
+        add_marker=add_marker,
+        barrier=adoption.barrier,
     )
 
 
@@ -174,7 +191,12 @@ def pod_patch(
     ops: list[dict[str, Any]] = []
     if plan.set_scheduler:
         ops.append({"op": "add", "path": "/spec/schedulerName", "value": adoption.scheduler_name})
-    if plan.add_gate:
+    if plan.add_gate and plan.barrier:
+        # plan_pod only holds pods with the group-name annotation: annotations exist
+        for name in (BARRIER_ANNOTATION, GATED_BY_WEBHOOK_ANNOTATION):
+            key = name.replace("~", "~0").replace("/", "~1")
+            ops.append({"op": "add", "path": f"/metadata/annotations/{key}", "value": "true"})
+    elif plan.add_gate:
         gate = {"name": GANG_GATE}
         if isinstance(_mapping(pod.get("spec")).get("schedulingGates"), list):
             ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": gate})

@@ -11,6 +11,26 @@ GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 GANG_GATE = "pyextender.io/gang"
 """Scheduling gate the webhook puts on gang members; lifted by the enqueue action."""
 
+BARRIER_ANNOTATION = "pyextender.io/gang-barrier"
+"""Pod annotation ("true") the webhook or the Job controller adds in place of the gang
+gate when run with --gang-barrier=scheduler (framework mode only): the shim's
+PreEnqueue holds the pod until the sidecar releases it (gRPC WatchReleased), so no
+per-pod write is needed to let a gang through. The sidecar's cache shows such a pod,
+until released, with a gate of this same name (``BARRIER_GATE``): the actions treat
+it like the gang gate."""
+
+BARRIER_GATE = BARRIER_ANNOTATION
+"""The gate the sidecar's cache shows on a pod held at the barrier (never written)."""
+
+RELEASED_ANNOTATION = "pyextender.io/released-pods"
+"""PodGroup annotation: comma-separated uids of its members released at the barrier
+and not yet bound. Written by the leading sidecar, one write per gang and release
+(not per pod); every replica's sidecar reads it from its watch."""
+
+GANG_BARRIERS = ("gate", "scheduler")
+"""How adopted gang pods are held until admitted: ``gate`` (a scheduling gate, any
+kube-scheduler) or ``scheduler`` (annotation + the framework shim's PreEnqueue)."""
+
 BATCH_RESOURCE = "pyextender.io/batch"
 """Marker extended resource the webhook requests (1) on adopted pods when pyextender
 plugs into the cluster's existing kube-scheduler: its extender entry lists it in

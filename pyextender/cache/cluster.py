@@ -10,9 +10,15 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from pyextender.api.names import SCHEDULER_NAME
+from pyextender.api.names import (
+    BARRIER_ANNOTATION,
+    BARRIER_GATE,
+    RELEASED_ANNOTATION,
+    SCHEDULER_NAME,
+)
 from pyextender.api.objects import ObjectError, PodInfo, node_from_dict, pod_from_dict
 from pyextender.api.volcano.hypernode import HyperNode, resolve_nodes
 from pyextender.cache.batch import GroupView, QueueView, group_from_dict, queue_from_dict
@@ -28,7 +34,7 @@ DELETED_MEMORY = 10_000
 
 NOT_IN_SNAPSHOT = (
     "pending", "pods_by_key", "node_problems", "orphaned_pods", "members", "hypernodes",
-    "deleted_uids", "pod_gone", "pod_bound",
+    "deleted_uids", "pod_gone", "pod_bound", "released", "pod_released",
 )  # fmt: skip
 """What the cycle never reads (it reads pods_by_uid, groups, queues, succeeded and the
 state): a snapshot leaves it out rather than copy it on the loop."""
@@ -73,6 +79,12 @@ class ClusterCache:
         """Called with a pod's uid when it is deleted, terminates or starts deleting."""
         self.pod_bound: list[Callable[[PodInfo], None]] = []
         """Called with a pod the watch shows bound where the cache had assumed it."""
+        self.released: dict[str, None] = {}
+        """Uids of pods released at the gang barrier: listed in their PodGroup's
+        RELEASED_ANNOTATION, or released by this replica's actions before its watch
+        shows that write. Dropped when the pod goes (or its PodGroup does)."""
+        self.pod_released: list[Callable[[list[PodInfo]], None]] = []
+        """Called with the pods that just came through the barrier (gRPC WatchReleased)."""
 
     def snapshot(self) -> ClusterCache:
         """A copy for a worker thread (the scheduling cycle): it reads this while the
@@ -92,14 +104,65 @@ class ClusterCache:
         if kind == "DELETED":
             self.groups.pop(group.key, None)
             self.state.gang_plans.pop(group.key, None)
+            for uid in released_uids(group):
+                self.released.pop(uid, None)
         else:
             self.groups[group.key] = group
+            self.release(released_uids(group))
 
     def replace_groups(self, items: Iterable[Mapping[str, Any]]) -> None:
         fresh = {g.key: g for g in map(group_from_dict, items)}
         self.groups = fresh
         self.synced_groups = True
         self.version += 1
+        for group in fresh.values():
+            self.release(released_uids(group))
+
+    # -- the gang barrier --------------------------------------------------------
+    def _held(self, pod: PodInfo) -> PodInfo:
+        """A pod held at the barrier (annotated, unbound, not released) shows BARRIER_GATE,
+        so everything that reads gates (the actions, the verbs) treats it as gated."""
+        if (
+            pod.node_name
+            or BARRIER_ANNOTATION not in pod.annotations
+            or pod.uid in self.released
+            or BARRIER_GATE in pod.gates
+        ):
+            return pod
+        return replace(pod, gates=(*pod.gates, BARRIER_GATE))
+
+    def release(self, uids: Iterable[str]) -> list[PodInfo]:
+        """Let pods through the barrier; returns (and tells pod_released about) the cached
+        pods that were held. Idempotent: the PodGroup's annotation repeats our own."""
+        out: list[PodInfo] = []
+        for uid in uids:
+            if not uid or uid in self.released:
+                continue
+            self.released[uid] = None
+            pod = self.pods_by_uid.get(uid)
+            if pod is None or BARRIER_GATE not in pod.gates:
+                continue
+            pod = replace(pod, gates=tuple(g for g in pod.gates if g != BARRIER_GATE))
+            self.pods_by_uid[uid] = pod
+            held = self.pods_by_key.get(pod.key)
+            if held is not None and held.uid == uid:
+                self.pods_by_key[pod.key] = pod
+            if uid in self.pending:
+                self.pending[uid] = pod
+            out.append(pod)
+        if out:
+            self.version += 1
+            for listener in self.pod_released:
+                listener(out)
+        return out
+
+    def released_pending(self) -> list[PodInfo]:
+        """Pods released at the barrier and not bound yet (what a new watcher is sent)."""
+        return [
+            p
+            for p in self.pending.values()
+            if BARRIER_ANNOTATION in p.annotations and BARRIER_GATE not in p.gates
+        ]
 
     def queue_event(self, kind: str, obj: Mapping[str, Any]) -> None:
         queue = queue_from_dict(obj)
@@ -227,6 +290,7 @@ class ClusterCache:
 
     def _forget(self, pod: PodInfo) -> None:
         self._gone(pod.uid)
+        self.released.pop(pod.uid, None)
         self.pending.pop(pod.uid, None)
         self.orphaned_pods.pop(pod.uid, None)
         self.pods_by_key.pop(pod.key, None)
@@ -253,6 +317,7 @@ class ClusterCache:
             if kind != "DELETED":
                 self.pods_by_key[pod.key] = pod
             return
+        pod = self._held(pod)
         self.pods_by_key[pod.key] = pod
         self.pods_by_uid[pod.uid] = pod
         if pod.deleting:
@@ -326,3 +391,9 @@ class ClusterCache:
         rec = self.state.pods.get(uid)
         if rec is not None and rec.assumed:
             self.state.remove_pod(uid)
+
+
+def released_uids(group: GroupView) -> list[str]:
+    """The pod uids a PodGroup's RELEASED_ANNOTATION lists."""
+    raw = group.annotations.get(RELEASED_ANNOTATION, "")
+    return [u for u in (part.strip() for part in raw.split(",")) if u]

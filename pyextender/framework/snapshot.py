@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from pyextender.api.names import (
+    BARRIER_GATE,
     GANG_GATE,
     QUEUE_NAME_ANNOTATION,
     RUNNING_ESTIMATE_ANNOTATION,
@@ -29,6 +30,9 @@ from pyextender.framework.session import (
 
 LONE_PREFIX = "pod:"
 """Job key prefix of a pod without a PodGroup (a job of one)."""
+
+LIFTED = (GANG_GATE, BARRIER_GATE)
+"""The gates our actions take off (a scheduling gate, or the barrier's)."""
 
 UNKNOWN_GROUP_MIN = 1 << 30
 """min_member of a job whose PodGroup does not exist yet: never admissible."""
@@ -130,8 +134,9 @@ def build_session(
             if ours:
                 if uid in evicting and not pod.deleting:
                     pod = replace(pod, deleting=True)
-                if uid in lifting and GANG_GATE in pod.gates:
-                    pod = replace(pod, gates=tuple(g for g in pod.gates if g != GANG_GATE))
+                if uid in lifting and (GANG_GATE in pod.gates or BARRIER_GATE in pod.gates):
+                    # a lift (or release) in flight: off for this cycle
+                    pod = replace(pod, gates=tuple(g for g in pod.gates if g not in LIFTED))
                 task = Task(pod=pod, request=state.vector(pod.requests), node=node)
             else:
                 task = Task(pod=pod, request=state.shared_vector(pod.requests), node=node)

@@ -7,7 +7,10 @@ as Volcano's does; ``pyextender.api.status_route``) with a merge patch that carr
 resourceVersion and keeps every condition type but ours, so a write based on
 a stale view fails (409) instead of erasing another writer's conditions;
 gates are removed with a JSON patch guarded by a ``test`` of the gate's name,
-so a concurrent change to the pod cannot make us remove the wrong one;
+so a concurrent change to the pod cannot make us remove the wrong one; pods
+held at the gang barrier instead (pyextender.io/gang-barrier, framework mode)
+are released with one merge patch of their PodGroup's
+pyextender.io/released-pods annotation per gang, not one write per pod;
 evictions go through the Eviction API (PodDisruptionBudgets honoured) with a
 uid precondition, so a pod recreated under the same name is never evicted in
 its predecessor's place.
@@ -39,10 +42,11 @@ from kubernetes.client.exceptions import ApiException
 from pyextender.actions.decisions import Decisions, Eviction
 from pyextender.api.client import body_of
 from pyextender.api.leader import Fenced
-from pyextender.api.names import GANG_GATE
+from pyextender.api.names import BARRIER_GATE, GANG_GATE, RELEASED_ANNOTATION
 from pyextender.api.objects import PodInfo
 from pyextender.api.status_route import StatusRoute
 from pyextender.cache.batch import GroupView
+from pyextender.cache.cluster import ClusterCache, released_uids
 from pyextender.framework.session import Job
 from pyextender.server.metrics import Metrics
 from pyextender.server.threads import API_THREADS
@@ -89,7 +93,20 @@ def _now() -> str:
 
 
 class Actuator:
-    def __init__(self, api: client.ApiClient, metrics: Metrics, parallel: int = 32) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        metrics: Metrics,
+        parallel: int = 32,
+        cache: ClusterCache | None = None,
+    ) -> None:
+        self.cache = cache
+        """The sidecar's cache: pods released at the barrier are let through in it at
+        once (the gRPC watchers hear of them) rather than when the watch shows the
+        PodGroup's annotation."""
+        self.released: dict[str, frozenset[str]] = {}
+        """PodGroup key -> the uids our last release write listed: the next write
+        keeps them even before the watch shows that one."""
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.status = StatusRoute(api)
@@ -171,6 +188,12 @@ class Actuator:
                 out.failed_lifts.append(pod.uid)
 
         work: list[Awaitable[object]] = [lift(t.pod) for t in d.lift if GANG_GATE in t.pod.gates]
+        held: dict[str, list[PodInfo]] = {}
+        for t in d.lift:
+            if BARRIER_GATE in t.pod.gates and t.pod.group_name:
+                held.setdefault(f"{t.pod.namespace}/{t.pod.group_name}", []).append(t.pod)
+        for key, pods in held.items():
+            work.append(self._release(key, pods, admitted.get(key), allowed, out))
         work += admitted.values()
         now = time.monotonic()
         groups = {j.key: j.group for j in d.starving}
@@ -197,6 +220,8 @@ class Actuator:
             del self.said[key]
         for key in [k for k in self.ours if k not in live_jobs]:
             del self.ours[key]
+        for key in [k for k in self.released if k not in live_jobs]:
+            del self.released[key]
         for key in [k for k in self._group_locks if k not in live_jobs]:
             if not self._group_locks[key].locked():
                 del self._group_locks[key]
@@ -379,6 +404,63 @@ class Actuator:
             return False
         self.metrics.writes.labels("lift", "ok").inc()
         return True
+
+    async def _release(
+        self,
+        key: str,
+        pods: list[PodInfo],
+        admission: Awaitable[bool] | None,
+        allowed: Allowed,
+        out: Applied,
+    ) -> None:
+        """Release a gang's members held at the barrier: one write to its PodGroup's
+        RELEASED_ANNOTATION, listing them with the members released before that are
+        still unbound (bound or gone ones drop out, so the list stays short).
+        After the gang's admission, as gates come off after it."""
+        uids = [p.uid for p in pods]
+        if admission is not None and not await admission:
+            out.failed_lifts.extend(uids)
+            return
+        namespace, _, name = key.partition("/")
+        lock = self._group_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            listed = set(self.released.get(key, frozenset()))
+            group = self.cache.groups.get(key) if self.cache is not None else None
+            if group is not None:
+                listed.update(released_uids(group))
+            if self.cache is not None:
+                pods_by_uid = self.cache.pods_by_uid
+                listed = {
+                    u for u in listed if (p := pods_by_uid.get(u)) is not None and not p.node_name
+                }
+            wanted = frozenset(listed.union(uids))
+            body = {"metadata": {"annotations": {RELEASED_ANNOTATION: ",".join(sorted(wanted))}}}
+            try:
+                await self._call(
+                    "release",
+                    self.custom.patch_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    PLURAL,
+                    name,
+                    body,
+                    allowed=allowed,
+                    _content_type=MERGE,
+                    _preload_content=False,
+                )
+            except Fenced:
+                out.failed_lifts.extend(uids)
+                return
+            except Exception as exc:
+                # 404: the PodGroup is gone, and its pods with it; else the next cycle retries
+                log.warning("releasing %d member(s) of %s: %s", len(uids), key, _why(exc))
+                out.failed_lifts.extend(uids)
+                return
+            self.released[key] = wanted
+        self.metrics.writes.labels("release", "ok").inc()
+        if self.cache is not None:
+            self.cache.release(uids)
 
     # -- reasons ---------------------------------------------------------------
     async def _unschedulable(

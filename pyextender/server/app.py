@@ -281,7 +281,7 @@ async def serve(opts: ServeOptions) -> int:
     loop_ = SchedulerLoop(
         cache,
         lambda: current[0],
-        Actuator(api, metrics),
+        Actuator(api, metrics, cache=cache),
         metrics,
         fence if opts.leader_elect else None,
         courtesy,

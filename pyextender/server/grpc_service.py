@@ -26,13 +26,14 @@ import numpy as np
 import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
-from pyextender.api.names import GPU_INDEX_ANNOTATION
+from pyextender.api.names import BARRIER_GATE, GPU_INDEX_ANNOTATION
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict
 from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
 from pyextender.framework.status import Code
 from pyextender.server.grpc_annotate import Annotator
 from pyextender.server.grpc_batch import Batch, BatchParser
 from pyextender.server.grpc_permit import DEFAULT_MAX_WAIT_S, quorum
+from pyextender.server.grpc_released import ReleasedStream
 from pyextender.server.proto_gen.pyextender.v1 import scheduler_pb2 as pb
 from pyextender.server.threads import API_THREADS
 from pyextender.server.verbs import NOT_IN_CACHE, BoolArray, Extender
@@ -116,6 +117,8 @@ class SchedulerService:
         each as bound once."""
         extender.cache.pod_bound.append(self._confirm)
         extender.cache.pod_gone.append(self._forget_reserved)
+        self.released = ReleasedStream(extender.cache, extender.metrics)
+        """WatchReleased: the gang barrier's releases, for the shim's PreEnqueue."""
 
     # -- pods ----------------------------------------------------------------
     def _known(self, ref: Any) -> PodInfo | None:
@@ -160,10 +163,14 @@ class SchedulerService:
 
     # -- extension points ------------------------------------------------------
     def _group_missing(self, pod: PodInfo) -> Any | None:
-        """UNSCHEDULABLE_AND_UNRESOLVABLE when the pod's PodGroup does not exist."""
+        """UNSCHEDULABLE_AND_UNRESOLVABLE when the pod's PodGroup does not exist; UNSCHEDULABLE
+        while it is held at the gang barrier (the shim's PreEnqueue normally keeps such a
+        pod out of the cycle; this covers a release the shim heard of before we did)."""
         key = self.ext.cache.group_of(pod)
         if key and key not in self.ext.cache.groups:
             return _status(pb.UNSCHEDULABLE_AND_UNRESOLVABLE, f"PodGroup {key} does not exist")
+        if BARRIER_GATE in pod.gates:
+            return _status(pb.UNSCHEDULABLE, f"held at the gang barrier: {key} not released yet")
         return None
 
     async def pre_filter(self, req: Any, context: Any) -> Any:
@@ -482,13 +489,12 @@ class SchedulerService:
             "PreBind": (self.pre_bind, pb.PreBindRequest, pb.PreBindResponse),
             "PostBind": (self.post_bind, pb.PostBindRequest, pb.PostBindResponse),
         }
-        return grpc.method_handlers_generic_handler(
-            SERVICE,
-            {
-                name: grpc.unary_unary_rpc_method_handler(self._wrap(name, *spec))
-                for name, spec in methods.items()
-            },
-        )
+        handlers = {
+            name: grpc.unary_unary_rpc_method_handler(self._wrap(name, *spec))
+            for name, spec in methods.items()
+        }
+        handlers["WatchReleased"] = grpc.unary_stream_rpc_method_handler(self.released.watch)
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def _wrap(
         self,

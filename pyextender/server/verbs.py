@@ -34,7 +34,7 @@ from pyextender.api.extender import (
     MetaPod,
     MetaVictims,
 )
-from pyextender.api.names import BATCH_RESOURCE, GPU_INDEX_ANNOTATION
+from pyextender.api.names import BARRIER_GATE, BATCH_RESOURCE, GPU_INDEX_ANNOTATION
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict, tolerates_all
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
@@ -174,9 +174,20 @@ class Extender:
         return PodContext(pod=pod, state=state, request=state.vector(pod.requests), group=group)
 
     # -- verbs -----------------------------------------------------------------
+    def held(self, pod: PodInfo) -> str:
+        """Why the pod may not be placed yet: it waits at the gang barrier (an annotated pod
+        reaches the HTTP extender only when its kube-scheduler has no framework shim to
+        hold it, so the filter holds it instead), else ""."""
+        cached = self.cache.pods_by_uid.get(pod.uid)
+        if cached is None or BARRIER_GATE not in cached.gates:
+            return ""
+        return f"held at the gang barrier: PodGroup {self.cache.group_of(cached)} not released yet"
+
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
         pod = self._pod(args.Pod)
         names = _node_names(args)
+        if why := self.held(pod):
+            return ExtenderFilterResult(Error=why)
         if not self._ours(pod):
             # Not our pod (a misconfigured scheduler sent it): do not interfere.
             return ExtenderFilterResult(
@@ -286,6 +297,8 @@ class Extender:
         if got is None:
             return _encode(self.filter(self._wire_args(wire)))
         pod, rows, known, unknown, records = got
+        if why := self.held(pod):
+            return _encode(ExtenderFilterResult(Error=why))
         ctx = self._context(pod)
         outcome = self.profile.filter(ctx, rows)
         codes = outcome.codes

@@ -154,10 +154,14 @@ func (p *Pyextender) startWatchdog(ctx context.Context, period time.Duration) <-
 }
 
 // Close implements io.Closer (the framework calls it when the profile is
-// torn down): stops the watchdog and waits until it has stopped.
+// torn down): stops the watchdog and the released-pods stream (released.go)
+// and waits until both have stopped.
 func (p *Pyextender) Close() error {
 	if p.stopWatchdog != nil {
 		p.stopWatchdog()
+	}
+	if p.stopReleased != nil {
+		p.stopReleased()
 	}
 	return nil
 }

@@ -33,6 +33,14 @@
 // waiting member of its gang is rejected too, so a gang binds whole or not at
 // all. When the sidecar cannot be reached the pod fails with a status that
 // says so; a gang pod is never let through on a guess.
+//
+// Before all that comes the gang admission barrier (released.go): a pod
+// annotated pyextender.io/gang-barrier stays in kube-scheduler's queue until
+// the sidecar releases it. The plugin keeps one WatchReleased stream open to
+// the sidecar, which names the pods it lets through (all of them when the
+// stream opens, then each new release); PreEnqueue holds every annotated pod
+// not named yet, and a release moves the pod straight to the active queue. No
+// API write per pod, and no cluster event wakes a held pod before its release.
 package plugin
 
 import (
@@ -88,7 +96,7 @@ type Args struct {
 type Pyextender struct {
 	handle        fwk.Handle  // the framework's client, for Bind
 	waiting       waitingPods // the framework's pods held in Permit
-	activator     activator   // the framework's queue, for PostFilter
+	activator     activator   // the framework's queue, for PostFilter and the barrier's releases
 	client        pb.SchedulerClient
 	target        string
 	timeout       time.Duration
@@ -96,24 +104,33 @@ type Pyextender struct {
 	gangWaits     *gangWaits
 	turnedDown    turnedDown // pods whose pick kube-scheduler turned down (picks.go)
 	stopWatchdog  func()
+
+	// the gang admission barrier (released.go)
+	released          released  // pods the sidecar let through, by UID
+	pods              podGetter // kube-scheduler's pod informer; nil: activate nothing
+	releaseBackoff    time.Duration
+	releaseBackoffCap time.Duration // 0: the defaults (200ms, 5s)
+	stopReleased      func()
 }
 
 var (
-	_ fwk.PreFilterPlugin  = &Pyextender{}
-	_ fwk.PostFilterPlugin = &Pyextender{}
-	_ fwk.FilterPlugin     = &Pyextender{}
-	_ fwk.PreScorePlugin   = &Pyextender{}
-	_ fwk.ScorePlugin      = &Pyextender{}
-	_ fwk.ReservePlugin    = &Pyextender{}
-	_ fwk.PermitPlugin     = &Pyextender{}
-	_ fwk.BindPlugin       = &Pyextender{}
-	_ fwk.PostBindPlugin   = &Pyextender{}
-	_ io.Closer            = &Pyextender{}
+	_ fwk.PreEnqueuePlugin  = &Pyextender{}
+	_ fwk.EnqueueExtensions = &Pyextender{}
+	_ fwk.PreFilterPlugin   = &Pyextender{}
+	_ fwk.PostFilterPlugin  = &Pyextender{}
+	_ fwk.FilterPlugin      = &Pyextender{}
+	_ fwk.PreScorePlugin    = &Pyextender{}
+	_ fwk.ScorePlugin       = &Pyextender{}
+	_ fwk.ReservePlugin     = &Pyextender{}
+	_ fwk.PermitPlugin      = &Pyextender{}
+	_ fwk.BindPlugin        = &Pyextender{}
+	_ fwk.PostBindPlugin    = &Pyextender{}
+	_ io.Closer             = &Pyextender{}
 )
 
 // New builds the plugin from its args; the connection is made lazily by gRPC,
-// so a sidecar that starts later is found. The gang watchdog runs until ctx
-// (the scheduler's) is done or Close is called.
+// so a sidecar that starts later is found. The gang watchdog and the
+// released-pods stream run until ctx (the scheduler's) is done or Close is called.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args := Args{}
 	if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
@@ -150,7 +167,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		schedulerName: args.SchedulerName,
 		gangWaits:     newGangWaits(time.Now),
 	}
+	if err := p.watchDeletes(h); err != nil {
+		return nil, fmt.Errorf("%s: pod informer: %w", Name, err)
+	}
 	p.startWatchdog(ctx, watchPeriod)
+	p.startWatchReleased(ctx)
 	return p, nil
 }
 
@@ -518,15 +539,24 @@ func (p *Pyextender) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		binding.Annotations = data.(bindAnnotations)
 		state.Delete(bindKey) // written: PostBind has nothing left to do
 	}
-	// the same two paths as DefaultBinder: the scheduler's API cacher when it has one
+	err := p.bind(ctx, binding)
+	if err == nil {
+		p.released.remove(pod.UID) // bound: it never reaches PreEnqueue again
+	}
+	return fwk.AsStatus(err)
+}
+
+// bind writes the Binding by the same two paths as DefaultBinder: the
+// scheduler's API cacher when it has one, else the client.
+func (p *Pyextender) bind(ctx context.Context, binding *v1.Binding) error {
 	if c := p.handle.APICacher(); c != nil {
 		done, err := c.BindPod(binding)
 		if err == nil {
 			err = c.WaitOnFinish(ctx, done)
 		}
-		return fwk.AsStatus(err)
+		return err
 	}
-	return fwk.AsStatus(p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}))
+	return p.handle.ClientSet().CoreV1().Pods(binding.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
 }
 
 // PostBind has nothing to tell the sidecar when our Bind wrote the Binding: its

@@ -86,6 +86,8 @@ def _actuator() -> tuple[Actuator, Api, Metrics]:
     act.said = {}
     act.ours = {}
     act._group_locks = {}
+    act.cache = None
+    act.released = {}
     return act, api, metrics
 
 

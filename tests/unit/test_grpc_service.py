@@ -611,3 +611,34 @@ def test_tcp_with_tls(sc: Sidecar, tmp_path: Path) -> None:
             pb.FilterRequest(pod=_ref("p"), node_names=["n8"]), timeout=2
         )
     sc.run(server.stop(0))
+
+
+def test_a_pod_held_at_the_barrier_is_refused_until_released_and_streamed(sc: Sidecar) -> None:
+    """The real server: WatchReleased's first message lists nothing, the release of the
+    gang's member arrives next; before it, Filter (gRPC) and filter (HTTP) refuse the
+    held pod, naming the barrier."""
+    held = _pod("m", 1, group="g")
+    held["metadata"]["annotations"]["pyextender.io/gang-barrier"] = "true"
+    sc.run(_apply(sc, lambda: sc.cache.group_event("ADDED", _group("g", 1))))
+    sc.run(_apply(sc, lambda: sc.add(held)))
+    reply = sc.stub.Filter(pb.FilterRequest(pod=_ref("m"), node_names=["n8"], with_scores=True))
+    assert reply.status.code == pb.UNSCHEDULABLE
+    assert reply.status.reason == "held at the gang barrier: ns/g not released yet"
+    http = sc.ext.filter(ExtenderArgs(Pod=held, NodeNames=["n8"]))
+    assert http.Error == "held at the gang barrier: PodGroup ns/g not released yet"
+    stream = sc.stub.WatchReleased(pb.WatchReleasedRequest(client="test"), timeout=10)
+    first = next(stream)
+    assert first.full and list(first.pods) == []
+    sc.run(_apply(sc, lambda: sc.cache.release(["uid-m"])))
+    second = next(stream)
+    assert not second.full and [(p.uid, p.namespace, p.name) for p in second.pods] == [
+        ("uid-m", "ns", "m")
+    ]
+    stream.cancel()
+    reply = sc.stub.Filter(pb.FilterRequest(pod=_ref("m"), node_names=["n8"], with_scores=True))
+    assert reply.status.code == pb.SUCCESS and _rejected(reply, ["n8"]) == {}
+
+
+async def _apply(sc: Sidecar, fn: Any) -> None:
+    """Run a cache change on the server's loop (the cache has one thread)."""
+    fn()

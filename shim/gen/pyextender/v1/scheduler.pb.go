@@ -1241,6 +1241,109 @@ func (x *PostBindResponse) GetStatus() *Status {
 	return nil
 }
 
+// WatchReleasedRequest opens the stream of gang members released at the
+// admission barrier (see WatchReleased).
+type WatchReleasedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Who is watching (the sidecar logs it), e.g. the kube-scheduler's profile.
+	Client        string `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchReleasedRequest) Reset() {
+	*x = WatchReleasedRequest{}
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchReleasedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchReleasedRequest) ProtoMessage() {}
+
+func (x *WatchReleasedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchReleasedRequest.ProtoReflect.Descriptor instead.
+func (*WatchReleasedRequest) Descriptor() ([]byte, []int) {
+	return file_pyextender_v1_scheduler_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *WatchReleasedRequest) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+// ReleasedPods: pods the sidecar let through the gang admission barrier.
+type ReleasedPods struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// true: this message lists every released pod not yet bound, and replaces
+	// what the watcher held (the first message of a stream is always full);
+	// false: pods released since the previous message.
+	Full          bool      `protobuf:"varint,1,opt,name=full,proto3" json:"full,omitempty"`
+	Pods          []*PodRef `protobuf:"bytes,2,rep,name=pods,proto3" json:"pods,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleasedPods) Reset() {
+	*x = ReleasedPods{}
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleasedPods) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleasedPods) ProtoMessage() {}
+
+func (x *ReleasedPods) ProtoReflect() protoreflect.Message {
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleasedPods.ProtoReflect.Descriptor instead.
+func (*ReleasedPods) Descriptor() ([]byte, []int) {
+	return file_pyextender_v1_scheduler_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReleasedPods) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+func (x *ReleasedPods) GetPods() []*PodRef {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
 var File_pyextender_v1_scheduler_proto protoreflect.FileDescriptor
 
 const file_pyextender_v1_scheduler_proto_rawDesc = "" +
@@ -1317,14 +1420,19 @@ const file_pyextender_v1_scheduler_proto_rawDesc = "" +
 	"\x03pod\x18\x01 \x01(\v2\x15.pyextender.v1.PodRefR\x03pod\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"A\n" +
 	"\x10PostBindResponse\x12-\n" +
-	"\x06status\x18\x01 \x01(\v2\x15.pyextender.v1.StatusR\x06status*i\n" +
+	"\x06status\x18\x01 \x01(\v2\x15.pyextender.v1.StatusR\x06status\".\n" +
+	"\x14WatchReleasedRequest\x12\x16\n" +
+	"\x06client\x18\x01 \x01(\tR\x06client\"M\n" +
+	"\fReleasedPods\x12\x12\n" +
+	"\x04full\x18\x01 \x01(\bR\x04full\x12)\n" +
+	"\x04pods\x18\x02 \x03(\v2\x15.pyextender.v1.PodRefR\x04pods*i\n" +
 	"\x04Code\x12\v\n" +
 	"\aSUCCESS\x10\x00\x12\t\n" +
 	"\x05ERROR\x10\x01\x12\x11\n" +
 	"\rUNSCHEDULABLE\x10\x02\x12\"\n" +
 	"\x1eUNSCHEDULABLE_AND_UNRESOLVABLE\x10\x03\x12\b\n" +
 	"\x04WAIT\x10\x04\x12\b\n" +
-	"\x04SKIP\x10\x052\xde\x04\n" +
+	"\x04SKIP\x10\x052\xb3\x05\n" +
 	"\tScheduler\x12N\n" +
 	"\tPreFilter\x12\x1f.pyextender.v1.PreFilterRequest\x1a .pyextender.v1.PreFilterResponse\x12E\n" +
 	"\x06Filter\x12\x1c.pyextender.v1.FilterRequest\x1a\x1d.pyextender.v1.FilterResponse\x12B\n" +
@@ -1333,7 +1441,8 @@ const file_pyextender_v1_scheduler_proto_rawDesc = "" +
 	"\tUnreserve\x12\x1f.pyextender.v1.UnreserveRequest\x1a .pyextender.v1.UnreserveResponse\x12E\n" +
 	"\x06Permit\x12\x1c.pyextender.v1.PermitRequest\x1a\x1d.pyextender.v1.PermitResponse\x12H\n" +
 	"\aPreBind\x12\x1d.pyextender.v1.PreBindRequest\x1a\x1e.pyextender.v1.PreBindResponse\x12K\n" +
-	"\bPostBind\x12\x1e.pyextender.v1.PostBindRequest\x1a\x1f.pyextender.v1.PostBindResponseB3Z1pyextender.io/shim/gen/pyextender/v1;pyextenderv1b\x06proto3"
+	"\bPostBind\x12\x1e.pyextender.v1.PostBindRequest\x1a\x1f.pyextender.v1.PostBindResponse\x12S\n" +
+	"\rWatchReleased\x12#.pyextender.v1.WatchReleasedRequest\x1a\x1b.pyextender.v1.ReleasedPods0\x01B3Z1pyextender.io/shim/gen/pyextender/v1;pyextenderv1b\x06proto3"
 
 var (
 	file_pyextender_v1_scheduler_proto_rawDescOnce sync.Once
@@ -1348,29 +1457,31 @@ func file_pyextender_v1_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_pyextender_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_pyextender_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_pyextender_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_pyextender_v1_scheduler_proto_goTypes = []any{
-	(Code)(0),                   // 0: pyextender.v1.Code
-	(*Status)(nil),              // 1: pyextender.v1.Status
-	(*PodRef)(nil),              // 2: pyextender.v1.PodRef
-	(*PreFilterRequest)(nil),    // 3: pyextender.v1.PreFilterRequest
-	(*PreFilterResponse)(nil),   // 4: pyextender.v1.PreFilterResponse
-	(*FilterRequest)(nil),       // 5: pyextender.v1.FilterRequest
-	(*FilterResponse)(nil),      // 6: pyextender.v1.FilterResponse
-	(*ScoreRequest)(nil),        // 7: pyextender.v1.ScoreRequest
-	(*ScoreResponse)(nil),       // 8: pyextender.v1.ScoreResponse
-	(*ReserveRequest)(nil),      // 9: pyextender.v1.ReserveRequest
-	(*ReserveResponse)(nil),     // 10: pyextender.v1.ReserveResponse
-	(*UnreserveRequest)(nil),    // 11: pyextender.v1.UnreserveRequest
-	(*UnreserveResponse)(nil),   // 12: pyextender.v1.UnreserveResponse
-	(*PermitRequest)(nil),       // 13: pyextender.v1.PermitRequest
-	(*PermitResponse)(nil),      // 14: pyextender.v1.PermitResponse
-	(*PreBindRequest)(nil),      // 15: pyextender.v1.PreBindRequest
-	(*PreBindResponse)(nil),     // 16: pyextender.v1.PreBindResponse
-	(*PostBindRequest)(nil),     // 17: pyextender.v1.PostBindRequest
-	(*PostBindResponse)(nil),    // 18: pyextender.v1.PostBindResponse
-	nil,                         // 19: pyextender.v1.ReserveResponse.AnnotationsEntry
-	(*durationpb.Duration)(nil), // 20: google.protobuf.Duration
+	(Code)(0),                    // 0: pyextender.v1.Code
+	(*Status)(nil),               // 1: pyextender.v1.Status
+	(*PodRef)(nil),               // 2: pyextender.v1.PodRef
+	(*PreFilterRequest)(nil),     // 3: pyextender.v1.PreFilterRequest
+	(*PreFilterResponse)(nil),    // 4: pyextender.v1.PreFilterResponse
+	(*FilterRequest)(nil),        // 5: pyextender.v1.FilterRequest
+	(*FilterResponse)(nil),       // 6: pyextender.v1.FilterResponse
+	(*ScoreRequest)(nil),         // 7: pyextender.v1.ScoreRequest
+	(*ScoreResponse)(nil),        // 8: pyextender.v1.ScoreResponse
+	(*ReserveRequest)(nil),       // 9: pyextender.v1.ReserveRequest
+	(*ReserveResponse)(nil),      // 10: pyextender.v1.ReserveResponse
+	(*UnreserveRequest)(nil),     // 11: pyextender.v1.UnreserveRequest
+	(*UnreserveResponse)(nil),    // 12: pyextender.v1.UnreserveResponse
+	(*PermitRequest)(nil),        // 13: pyextender.v1.PermitRequest
+	(*PermitResponse)(nil),       // 14: pyextender.v1.PermitResponse
+	(*PreBindRequest)(nil),       // 15: pyextender.v1.PreBindRequest
+	(*PreBindResponse)(nil),      // 16: pyextender.v1.PreBindResponse
+	(*PostBindRequest)(nil),      // 17: pyextender.v1.PostBindRequest
+	(*PostBindResponse)(nil),     // 18: pyextender.v1.PostBindResponse
+	(*WatchReleasedRequest)(nil), // 19: pyextender.v1.WatchReleasedRequest
+	(*ReleasedPods)(nil),         // 20: pyextender.v1.ReleasedPods
+	nil,                          // 21: pyextender.v1.ReserveResponse.AnnotationsEntry
+	(*durationpb.Duration)(nil),  // 22: google.protobuf.Duration
 }
 var file_pyextender_v1_scheduler_proto_depIdxs = []int32{
 	0,  // 0: pyextender.v1.Status.code:type_name -> pyextender.v1.Code
@@ -1382,39 +1493,42 @@ var file_pyextender_v1_scheduler_proto_depIdxs = []int32{
 	1,  // 6: pyextender.v1.ScoreResponse.status:type_name -> pyextender.v1.Status
 	2,  // 7: pyextender.v1.ReserveRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 8: pyextender.v1.ReserveResponse.status:type_name -> pyextender.v1.Status
-	19, // 9: pyextender.v1.ReserveResponse.annotations:type_name -> pyextender.v1.ReserveResponse.AnnotationsEntry
+	21, // 9: pyextender.v1.ReserveResponse.annotations:type_name -> pyextender.v1.ReserveResponse.AnnotationsEntry
 	14, // 10: pyextender.v1.ReserveResponse.permit:type_name -> pyextender.v1.PermitResponse
 	2,  // 11: pyextender.v1.UnreserveRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 12: pyextender.v1.UnreserveResponse.status:type_name -> pyextender.v1.Status
 	2,  // 13: pyextender.v1.PermitRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 14: pyextender.v1.PermitResponse.status:type_name -> pyextender.v1.Status
-	20, // 15: pyextender.v1.PermitResponse.timeout:type_name -> google.protobuf.Duration
-	20, // 16: pyextender.v1.PermitResponse.max_wait:type_name -> google.protobuf.Duration
+	22, // 15: pyextender.v1.PermitResponse.timeout:type_name -> google.protobuf.Duration
+	22, // 16: pyextender.v1.PermitResponse.max_wait:type_name -> google.protobuf.Duration
 	2,  // 17: pyextender.v1.PreBindRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 18: pyextender.v1.PreBindResponse.status:type_name -> pyextender.v1.Status
 	2,  // 19: pyextender.v1.PostBindRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 20: pyextender.v1.PostBindResponse.status:type_name -> pyextender.v1.Status
-	3,  // 21: pyextender.v1.Scheduler.PreFilter:input_type -> pyextender.v1.PreFilterRequest
-	5,  // 22: pyextender.v1.Scheduler.Filter:input_type -> pyextender.v1.FilterRequest
-	7,  // 23: pyextender.v1.Scheduler.Score:input_type -> pyextender.v1.ScoreRequest
-	9,  // 24: pyextender.v1.Scheduler.Reserve:input_type -> pyextender.v1.ReserveRequest
-	11, // 25: pyextender.v1.Scheduler.Unreserve:input_type -> pyextender.v1.UnreserveRequest
-	13, // 26: pyextender.v1.Scheduler.Permit:input_type -> pyextender.v1.PermitRequest
-	15, // 27: pyextender.v1.Scheduler.PreBind:input_type -> pyextender.v1.PreBindRequest
-	17, // 28: pyextender.v1.Scheduler.PostBind:input_type -> pyextender.v1.PostBindRequest
-	4,  // 29: pyextender.v1.Scheduler.PreFilter:output_type -> pyextender.v1.PreFilterResponse
-	6,  // 30: pyextender.v1.Scheduler.Filter:output_type -> pyextender.v1.FilterResponse
-	8,  // 31: pyextender.v1.Scheduler.Score:output_type -> pyextender.v1.ScoreResponse
-	10, // 32: pyextender.v1.Scheduler.Reserve:output_type -> pyextender.v1.ReserveResponse
-	12, // 33: pyextender.v1.Scheduler.Unreserve:output_type -> pyextender.v1.UnreserveResponse
-	14, // 34: pyextender.v1.Scheduler.Permit:output_type -> pyextender.v1.PermitResponse
-	16, // 35: pyextender.v1.Scheduler.PreBind:output_type -> pyextender.v1.PreBindResponse
-	18, // 36: pyextender.v1.Scheduler.PostBind:output_type -> pyextender.v1.PostBindResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	2,  // 21: pyextender.v1.ReleasedPods.pods:type_name -> pyextender.v1.PodRef
+	3,  // 22: pyextender.v1.Scheduler.PreFilter:input_type -> pyextender.v1.PreFilterRequest
+	5,  // 23: pyextender.v1.Scheduler.Filter:input_type -> pyextender.v1.FilterRequest
+	7,  // 24: pyextender.v1.Scheduler.Score:input_type -> pyextender.v1.ScoreRequest
+	9,  // 25: pyextender.v1.Scheduler.Reserve:input_type -> pyextender.v1.ReserveRequest
+	11, // 26: pyextender.v1.Scheduler.Unreserve:input_type -> pyextender.v1.UnreserveRequest
+	13, // 27: pyextender.v1.Scheduler.Permit:input_type -> pyextender.v1.PermitRequest
+	15, // 28: pyextender.v1.Scheduler.PreBind:input_type -> pyextender.v1.PreBindRequest
+	17, // 29: pyextender.v1.Scheduler.PostBind:input_type -> pyextender.v1.PostBindRequest
+	19, // 30: pyextender.v1.Scheduler.WatchReleased:input_type -> pyextender.v1.WatchReleasedRequest
+	4,  // 31: pyextender.v1.Scheduler.PreFilter:output_type -> pyextender.v1.PreFilterResponse
+	6,  // 32: pyextender.v1.Scheduler.Filter:output_type -> pyextender.v1.FilterResponse
+	8,  // 33: pyextender.v1.Scheduler.Score:output_type -> pyextender.v1.ScoreResponse
+	10, // 34: pyextender.v1.Scheduler.Reserve:output_type -> pyextender.v1.ReserveResponse
+	12, // 35: pyextender.v1.Scheduler.Unreserve:output_type -> pyextender.v1.UnreserveResponse
+	14, // 36: pyextender.v1.Scheduler.Permit:output_type -> pyextender.v1.PermitResponse
+	16, // 37: pyextender.v1.Scheduler.PreBind:output_type -> pyextender.v1.PreBindResponse
+	18, // 38: pyextender.v1.Scheduler.PostBind:output_type -> pyextender.v1.PostBindResponse
+	20, // 39: pyextender.v1.Scheduler.WatchReleased:output_type -> pyextender.v1.ReleasedPods
+	31, // [31:40] is the sub-list for method output_type
+	22, // [22:31] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_pyextender_v1_scheduler_proto_init() }
@@ -1428,7 +1542,7 @@ func file_pyextender_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pyextender_v1_scheduler_proto_rawDesc), len(file_pyextender_v1_scheduler_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

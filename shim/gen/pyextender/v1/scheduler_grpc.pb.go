@@ -37,14 +37,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Scheduler_PreFilter_FullMethodName = "/pyextender.v1.Scheduler/PreFilter"
-	Scheduler_Filter_FullMethodName    = "/pyextender.v1.Scheduler/Filter"
-	Scheduler_Score_FullMethodName     = "/pyextender.v1.Scheduler/Score"
-	Scheduler_Reserve_FullMethodName   = "/pyextender.v1.Scheduler/Reserve"
-	Scheduler_Unreserve_FullMethodName = "/pyextender.v1.Scheduler/Unreserve"
-	Scheduler_Permit_FullMethodName    = "/pyextender.v1.Scheduler/Permit"
-	Scheduler_PreBind_FullMethodName   = "/pyextender.v1.Scheduler/PreBind"
-	Scheduler_PostBind_FullMethodName  = "/pyextender.v1.Scheduler/PostBind"
+	Scheduler_PreFilter_FullMethodName     = "/pyextender.v1.Scheduler/PreFilter"
+	Scheduler_Filter_FullMethodName        = "/pyextender.v1.Scheduler/Filter"
+	Scheduler_Score_FullMethodName         = "/pyextender.v1.Scheduler/Score"
+	Scheduler_Reserve_FullMethodName       = "/pyextender.v1.Scheduler/Reserve"
+	Scheduler_Unreserve_FullMethodName     = "/pyextender.v1.Scheduler/Unreserve"
+	Scheduler_Permit_FullMethodName        = "/pyextender.v1.Scheduler/Permit"
+	Scheduler_PreBind_FullMethodName       = "/pyextender.v1.Scheduler/PreBind"
+	Scheduler_PostBind_FullMethodName      = "/pyextender.v1.Scheduler/PostBind"
+	Scheduler_WatchReleased_FullMethodName = "/pyextender.v1.Scheduler/WatchReleased"
 )
 
 // SchedulerClient is the client API for Scheduler service.
@@ -61,6 +62,14 @@ type SchedulerClient interface {
 	Permit(ctx context.Context, in *PermitRequest, opts ...grpc.CallOption) (*PermitResponse, error)
 	PreBind(ctx context.Context, in *PreBindRequest, opts ...grpc.CallOption) (*PreBindResponse, error)
 	PostBind(ctx context.Context, in *PostBindRequest, opts ...grpc.CallOption) (*PostBindResponse, error)
+	// WatchReleased: the admission barrier. A pod annotated
+	// pyextender.io/gang-barrier (the webhook or the Job controller adds it in
+	// place of the scheduling gate, with --gang-barrier=scheduler) is held by the
+	// shim's PreEnqueue until it appears on this stream: the sidecar's enqueue
+	// and allocate actions release gang members here instead of patching each
+	// pod's gate off, and record the release on the PodGroup
+	// (pyextender.io/released-pods), so every replica's sidecar serves it.
+	WatchReleased(ctx context.Context, in *WatchReleasedRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReleasedPods], error)
 }
 
 type schedulerClient struct {
@@ -151,6 +160,25 @@ func (c *schedulerClient) PostBind(ctx context.Context, in *PostBindRequest, opt
 	return out, nil
 }
 
+func (c *schedulerClient) WatchReleased(ctx context.Context, in *WatchReleasedRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReleasedPods], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Scheduler_ServiceDesc.Streams[0], Scheduler_WatchReleased_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchReleasedRequest, ReleasedPods]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Scheduler_WatchReleasedClient = grpc.ServerStreamingClient[ReleasedPods]
+
 // SchedulerServer is the server API for Scheduler service.
 // All implementations must embed UnimplementedSchedulerServer
 // for forward compatibility.
@@ -165,6 +193,14 @@ type SchedulerServer interface {
 	Permit(context.Context, *PermitRequest) (*PermitResponse, error)
 	PreBind(context.Context, *PreBindRequest) (*PreBindResponse, error)
 	PostBind(context.Context, *PostBindRequest) (*PostBindResponse, error)
+	// WatchReleased: the admission barrier. A pod annotated
+	// pyextender.io/gang-barrier (the webhook or the Job controller adds it in
+	// place of the scheduling gate, with --gang-barrier=scheduler) is held by the
+	// shim's PreEnqueue until it appears on this stream: the sidecar's enqueue
+	// and allocate actions release gang members here instead of patching each
+	// pod's gate off, and record the release on the PodGroup
+	// (pyextender.io/released-pods), so every replica's sidecar serves it.
+	WatchReleased(*WatchReleasedRequest, grpc.ServerStreamingServer[ReleasedPods]) error
 	mustEmbedUnimplementedSchedulerServer()
 }
 
@@ -198,6 +234,9 @@ func (UnimplementedSchedulerServer) PreBind(context.Context, *PreBindRequest) (*
 }
 func (UnimplementedSchedulerServer) PostBind(context.Context, *PostBindRequest) (*PostBindResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PostBind not implemented")
+}
+func (UnimplementedSchedulerServer) WatchReleased(*WatchReleasedRequest, grpc.ServerStreamingServer[ReleasedPods]) error {
+	return status.Error(codes.Unimplemented, "method WatchReleased not implemented")
 }
 func (UnimplementedSchedulerServer) mustEmbedUnimplementedSchedulerServer() {}
 func (UnimplementedSchedulerServer) testEmbeddedByValue()                   {}
@@ -364,6 +403,17 @@ func _Scheduler_PostBind_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Scheduler_WatchReleased_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchReleasedRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SchedulerServer).WatchReleased(m, &grpc.GenericServerStream[WatchReleasedRequest, ReleasedPods]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Scheduler_WatchReleasedServer = grpc.ServerStreamingServer[ReleasedPods]
+
 // Scheduler_ServiceDesc is the grpc.ServiceDesc for Scheduler service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -404,6 +454,12 @@ var Scheduler_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Scheduler_PostBind_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchReleased",
+			Handler:       _Scheduler_WatchReleased_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "pyextender/v1/scheduler.proto",
 }

@@ -75,6 +75,11 @@ class SchedulerStub:
                 request_serializer=pyextender_dot_v1_dot_scheduler__pb2.PostBindRequest.SerializeToString,
                 response_deserializer=pyextender_dot_v1_dot_scheduler__pb2.PostBindResponse.FromString,
                 _registered_method=True)
+        self.WatchReleased = channel.unary_stream(
+                '/pyextender.v1.Scheduler/WatchReleased',
+                request_serializer=pyextender_dot_v1_dot_scheduler__pb2.WatchReleasedRequest.SerializeToString,
+                response_deserializer=pyextender_dot_v1_dot_scheduler__pb2.ReleasedPods.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -129,6 +134,19 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchReleased(self, request, context):
+        """WatchReleased: the admission barrier. A pod annotated
+        pyextender.io/gang-barrier (the webhook or the Job controller adds it in
+        place of the scheduling gate, with --gang-barrier=scheduler) is held by the
+        shim's PreEnqueue until it appears on this stream: the sidecar's enqueue
+        and allocate actions release gang members here instead of patching each
+        pod's gate off, and record the release on the PodGroup
+        (pyextender.io/released-pods), so every replica's sidecar serves it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -171,6 +189,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.PostBind,
                     request_deserializer=pyextender_dot_v1_dot_scheduler__pb2.PostBindRequest.FromString,
                     response_serializer=pyextender_dot_v1_dot_scheduler__pb2.PostBindResponse.SerializeToString,
+            ),
+            'WatchReleased': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchReleased,
+                    request_deserializer=pyextender_dot_v1_dot_scheduler__pb2.WatchReleasedRequest.FromString,
+                    response_serializer=pyextender_dot_v1_dot_scheduler__pb2.ReleasedPods.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -390,6 +413,33 @@ class Scheduler:
             '/pyextender.v1.Scheduler/PostBind',
             pyextender_dot_v1_dot_scheduler__pb2.PostBindRequest.SerializeToString,
             pyextender_dot_v1_dot_scheduler__pb2.PostBindResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchReleased(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/pyextender.v1.Scheduler/WatchReleased',
+            pyextender_dot_v1_dot_scheduler__pb2.WatchReleasedRequest.SerializeToString,
+            pyextender_dot_v1_dot_scheduler__pb2.ReleasedPods.FromString,
             options,
             channel_credentials,
             insecure,
