@@ -436,7 +436,7 @@ class Actuator:
             wanted = frozenset(listed.union(uids))
             body = {"metadata": {"annotations": {RELEASED_ANNOTATION: ",".join(sorted(wanted))}}}
             try:
-                await self._call(
+                resp = await self._call(
                     "release",
                     self.custom.patch_namespaced_custom_object,
                     GROUP,
@@ -449,6 +449,7 @@ class Actuator:
                     _content_type=MERGE,
                     _preload_content=False,
                 )
+                body_of(resp)  # gives the connection back to the pool (no new TLS handshake)
             except Fenced:
                 out.failed_lifts.extend(uids)
                 return

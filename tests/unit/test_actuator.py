@@ -36,6 +36,7 @@ class Api:
         self.delay: dict[str, float] = {}  # seconds a call of that op takes
         self.served = ["podgroups", "podgroups/status"]  # what discovery lists
         self.replies: dict[str, list[bytes]] = {}  # bodies a successful call returns, in turn
+        self.open: dict[str, int] = {}  # raw replies whose connection was not given back, by op
 
     def _do(self, op: str, *args: Any, **kwargs: Any) -> Any:
         time.sleep(self.delay.get(op, 0.0))
@@ -51,9 +52,13 @@ class Api:
         if self.replies.get(op):
             data = self.replies[op].pop(0)
 
+        api = self
+        if kwargs.get("_preload_content") is False:
+            self.open[op] = self.open.get(op, 0) + 1
+
         class Resp:
             def release_conn(self) -> None:
-                pass
+                api.open[op] -= 1
 
         resp = Resp()
         resp.data = data  # type: ignore[attr-defined]

@@ -141,3 +141,34 @@ def test_the_decide_thread_runs_niced_below_the_event_loop() -> None:
     # the thread started at our niceness, then lowered its own priority
     assert theirs == min(mine + loop_mod.DECIDE_NICE, 19)
     assert niceness() == mine  # the calling thread is untouched
+
+
+def test_cycles_space_out_when_they_cost_more_than_their_share_of_a_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gap after a cycle follows the decide thread's CPU for it: the 0.1 s minimum
+    for cheap cycles, C * 9 for a cycle of C CPU seconds (10 % of a core), at most the
+    1 s heartbeat. A cycle that only sleeps costs no CPU and keeps the minimum."""
+    w = World(nodes=2, gpus=8)
+    w.gang("g", 2, gpus=4)
+    busy = [0.0]
+
+    def cycle(*args: object) -> Decisions:
+        end = time.thread_time() + busy[0]
+        while time.thread_time() < end:  # CPU, not a sleep
+            pass
+        time.sleep(0.05)
+        return Decisions()
+
+    monkeypatch.setattr(loop_mod, "run_cycle", cycle)
+    cfg = load(None)
+    sl = SchedulerLoop(w.cache, lambda: cfg, Actuator.__new__(Actuator), Metrics())
+    assert sl.next_gap() == loop_mod.MIN_INTERVAL_S
+    sl.decide(time.time())
+    assert sl.next_gap() == loop_mod.MIN_INTERVAL_S, "sleeping is not CPU"
+    busy[0] = 0.04
+    sl.decide(time.time())
+    assert 0.36 <= sl.next_gap() <= 0.6, sl.decide_cpu_s
+    busy[0] = 0.3
+    sl.decide(time.time())
+    assert sl.next_gap() == loop_mod.HEARTBEAT_S
