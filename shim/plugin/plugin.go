@@ -167,6 +167,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		schedulerName: args.SchedulerName,
 		gangWaits:     newGangWaits(time.Now),
 	}
+	p.turnedDown.max = maxTurnedDown
 	if err := p.watchDeletes(h); err != nil {
 		return nil, fmt.Errorf("%s: pod informer: %w", Name, err)
 	}
@@ -412,7 +413,7 @@ func (p *Pyextender) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.
 	if !p.ours(pod) {
 		return nil
 	}
-	p.turnedDown.forget(pod.UID) // a node came through kube-scheduler: picks count again
+	p.turnedDown.remove(pod.UID) // a node came through kube-scheduler: picks count again
 	cctx, cancel := p.call(ctx)
 	defer cancel()
 	req := &pb.ReserveRequest{Pod: ref(pod), NodeName: nodeName}

@@ -39,54 +39,10 @@ const (
 // released is the set of pods (by UID) the sidecar let through the barrier and
 // that have not been bound or deleted since. It is bounded by the pods pending
 // in the cluster: Bind and the pod informer's deletes prune it, and every
-// reconnect's first message replaces it. The zero value is ready to use; safe
-// for concurrent use (the stream writes, PreEnqueue and the hints read).
-type released struct {
-	mu   sync.Mutex
-	pods map[types.UID]struct{}
-}
-
-// replace makes uids the whole set (a stream's full message).
-func (r *released) replace(uids []types.UID) {
-	pods := make(map[types.UID]struct{}, len(uids))
-	for _, uid := range uids {
-		pods[uid] = struct{}{}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.pods = pods
-}
-
-// add puts uids in the set (a stream's incremental message).
-func (r *released) add(uids []types.UID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.pods == nil {
-		r.pods = make(map[types.UID]struct{}, len(uids))
-	}
-	for _, uid := range uids {
-		r.pods[uid] = struct{}{}
-	}
-}
-
-func (r *released) has(uid types.UID) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.pods[uid]
-	return ok
-}
-
-func (r *released) remove(uid types.UID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.pods, uid)
-}
-
-func (r *released) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.pods)
-}
+// reconnect's first message replaces it (a stream's full message: replace; an
+// incremental one: add). The zero value is ready to use; safe for concurrent use
+// (the stream writes, PreEnqueue and the hints read).
+type released = uidSet
 
 // podGetter finds a pod in kube-scheduler's pod informer; tests fake it.
 type podGetter interface {
@@ -240,7 +196,7 @@ func (p *Pyextender) applyReleased(logger klog.Logger, msg *pb.ReleasedPods) {
 	if msg.GetFull() {
 		p.released.replace(uids)
 	} else {
-		p.released.add(uids)
+		p.released.add(uids...)
 	}
 	if p.pods == nil || p.activator == nil {
 		return

@@ -45,7 +45,7 @@ func TestReleasedSet(t *testing.T) {
 		t.Fatal("an empty set holds x")
 	}
 	r.remove("x") // harmless when empty
-	r.add([]types.UID{"a", "b"})
+	r.add([]types.UID{"a", "b"}...)
 	r.replace([]types.UID{"b", "c"})
 	if r.has("a") || !r.has("b") || !r.has("c") || r.len() != 2 {
 		t.Fatalf("after replace: a=%v b=%v c=%v len=%d, want false true true 2", r.has("a"), r.has("b"), r.has("c"), r.len())
@@ -56,7 +56,7 @@ func TestReleasedSet(t *testing.T) {
 	}
 	var fresh released
 	fresh.replace(nil)
-	fresh.add([]types.UID{"d"})
+	fresh.add([]types.UID{"d"}...)
 	if !fresh.has("d") {
 		t.Fatal("add after replace(nil) lost d")
 	}
@@ -82,7 +82,7 @@ func TestPreEnqueueHoldsAnnotatedPodsUntilReleased(t *testing.T) {
 	if st := p.PreEnqueue(ctx, lone); st.IsSuccess() || !strings.Contains(st.Message(), GroupNameAnnotation) {
 		t.Errorf("a held pod without a PodGroup: %v, want held, saying it has no %s", st, GroupNameAnnotation)
 	}
-	p.released.add([]types.UID{held.UID})
+	p.released.add([]types.UID{held.UID}...)
 	if st := p.PreEnqueue(ctx, held); !st.IsSuccess() {
 		t.Errorf("a released pod: %v, want success", st)
 	}
@@ -91,7 +91,7 @@ func TestPreEnqueueHoldsAnnotatedPodsUntilReleased(t *testing.T) {
 func TestQueueingHintLeavesHeldPodsWhereTheyAre(t *testing.T) {
 	p := &Pyextender{schedulerName: "volcano"}
 	held, freed := barrierPod("g-0", "g"), barrierPod("g-1", "g")
-	p.released.add([]types.UID{freed.UID})
+	p.released.add([]types.UID{freed.UID}...)
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
 	cases := map[*v1.Pod]fwk.QueueingHint{
 		held:                    fwk.QueueSkip,
@@ -315,7 +315,7 @@ func TestReleasedStreamRetriesUntilClose(t *testing.T) {
 func TestBindForgetsTheRelease(t *testing.T) {
 	p, _, _ := bindRig(t, nil)
 	ctx, pod := context.Background(), barrierPod("g-0", "g")
-	p.released.add([]types.UID{pod.UID})
+	p.released.add([]types.UID{pod.UID}...)
 	if st := p.Bind(ctx, framework.NewCycleState(), pod, "n1"); !st.IsSuccess() {
 		t.Fatalf("Bind: %v", st)
 	}
@@ -329,7 +329,7 @@ func TestBindForgetsTheRelease(t *testing.T) {
 		return true, nil, errors.New("conflict")
 	})
 	p.handle = clientHandle{cs: cs}
-	p.released.add([]types.UID{pod.UID})
+	p.released.add([]types.UID{pod.UID}...)
 	if st := p.Bind(ctx, framework.NewCycleState(), pod, "n1"); st.IsSuccess() {
 		t.Fatal("Bind succeeded against a failing API")
 	}
@@ -341,7 +341,7 @@ func TestBindForgetsTheRelease(t *testing.T) {
 func TestForgetDeleted(t *testing.T) {
 	p := &Pyextender{}
 	a, b := barrierPod("g-0", "g"), barrierPod("g-1", "g")
-	p.released.add([]types.UID{a.UID, b.UID, "other"})
+	p.released.add([]types.UID{a.UID, b.UID, "other"}...)
 	p.forgetDeleted(a)
 	p.forgetDeleted(cache.DeletedFinalStateUnknown{Key: "a/g-1", Obj: b})
 	p.forgetDeleted("not a pod")
@@ -379,7 +379,7 @@ func TestWatchDeletesUsesThePodInformer(t *testing.T) {
 	if got, err := p.pods.Get("a", "g-0"); err != nil || got.UID != pod.UID {
 		t.Fatalf("informer lookup: %v, %v", got, err)
 	}
-	p.released.add([]types.UID{pod.UID})
+	p.released.add([]types.UID{pod.UID}...)
 	if err := cs.CoreV1().Pods("a").Delete(ctx, "g-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
