@@ -24,7 +24,7 @@ from pyextender.api.names import (
     GROUP_NAME_ANNOTATION,
     RELEASED_ANNOTATION,
 )
-from tests.e2e.conftest import VOLCANO_JOBS
+from tests.e2e.conftest import VOLCANO_JOBS, _api
 from tests.e2e.kube import metrics, pod, podgroup, read_podgroup, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -55,11 +55,7 @@ def fw(framework_cluster: Cluster) -> Iterator[Cluster]:
 def api(fw: Cluster) -> client.ApiClient:
     st = fw.state
     assert st is not None
-    from kubernetes import config
-
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
-    return client.ApiClient(cfg)
+    return _api(st)
 
 
 @pytest.fixture
