@@ -57,19 +57,20 @@ def _spec(obj: Obj) -> Mapping[str, Any]:
     return spec if isinstance(spec, Mapping) else {}
 
 
-def _held(pod: Obj, group: GroupView) -> bool:
-    """Held until its gang is admitted: behind a scheduling gate, or (unbound) at the
-    framework shim's barrier and not yet listed as released on its PodGroup."""
-    spec = _spec(pod)
-    if spec.get("schedulingGates"):
-        return True
-    meta = pod.get("metadata") or {}
-    at_barrier = (meta.get("annotations") or {}).get(names.BARRIER_ANNOTATION)
-    return (
-        bool(at_barrier)
-        and not spec.get("nodeName")
-        and meta.get("uid") not in set(released_uids(group))
-    )
+def _held_count(members: Iterable[Obj], group: GroupView) -> int:
+    """Members held until their gang is admitted: behind a scheduling gate, or (unbound)
+    at the framework shim's barrier and not yet listed as released on the PodGroup."""
+    released = set(released_uids(group))
+    held = 0
+    for pod in members:
+        spec = _spec(pod)
+        meta = pod.get("metadata") or {}
+        at_barrier = (meta.get("annotations") or {}).get(names.BARRIER_ANNOTATION)
+        if spec.get("schedulingGates") or (
+            at_barrier and not spec.get("nodeName") and meta.get("uid") not in released
+        ):
+            held += 1
+    return held
 
 
 def _status(obj: Obj) -> Mapping[str, Any]:
@@ -407,7 +408,7 @@ def explain_job(snap: Snapshot, job: Obj | None, g: GroupView | None, name: str)
         return "\n".join(out)
     members = snap.members.get(g.key, [])
     bound = sum(1 for p in members if _spec(p).get("nodeName"))
-    gated = sum(1 for p in members if _held(p, g))
+    gated = _held_count(members, g)
     out.append(
         f"  podgroup {g.key}: {g.phase}, minMember {g.min_member}, "
         f"{_count(len(members), 'pod')} ({bound} bound, {gated} gated)"
@@ -457,7 +458,7 @@ def _reasons(snap: Snapshot, g: GroupView, q: QueueView | None) -> list[str]:
             "until its minResources fit its queue and the cluster"
         )
     else:
-        gated = sum(1 for p in members if _held(p, g))
+        gated = _held_count(members, g)
         reasons.append(
             f"{fit}; admitted (Inqueue), {bound} bound, {gated} gated: the gates lift "
             "together once they all fit, and they bind together"

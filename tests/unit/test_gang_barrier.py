@@ -236,3 +236,15 @@ def test_job_pods_carry_the_annotation_instead_of_the_gate_in_barrier_mode() -> 
     gate = build_pod(job, task, 0, gated=True)
     assert BARRIER_ANNOTATION not in gate["metadata"]["annotations"]
     assert [g["name"] for g in gate["spec"]["schedulingGates"]] == [GANG_GATE]
+
+
+def test_vcctl_explain_counts_gated_and_barrier_held_members_but_not_released_ones() -> None:
+    from pyextender.cache.batch import group_from_dict
+    from pyextender.vcctl_explain import _held_count
+
+    gated = _doc("gated", barrier=False)
+    gated["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
+    members = [gated, _doc("held"), _doc("freed"), _doc("bound", node="n1")]
+    members.append(_doc("plain", barrier=False))
+    group = group_from_dict(_group_doc("uid-freed"))
+    assert _held_count(members, group) == 2  # gated and held
