@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 from kubernetes import client
 from kubernetes import watch as kwatch
 
@@ -75,19 +76,27 @@ class Nominations:
         self.watch = kwatch.Watch()
         self.events = 0
         self.names: set[str] = set()
+        self.stopping = False
         stream = self.watch.stream(core.list_namespaced_pod, namespace, timeout_seconds=300)
         self.thread = threading.Thread(target=self._run, args=(stream,), daemon=True)
         self.thread.start()
 
     def _run(self, stream: Iterator[dict[str, Any]]) -> None:
-        for event in stream:
-            self.events += 1
-            obj = event["object"]
-            if obj.status and obj.status.nominated_node_name:
-                self.names.add(obj.metadata.name)
+        try:
+            for event in stream:
+                self.events += 1
+                obj = event["object"]
+                if obj.status and obj.status.nominated_node_name:
+                    self.names.add(obj.metadata.name)
+        except urllib3.exceptions.ProtocolError:
+            # after close() the stream lives on until its next event, and ends
+            # this way when the cluster goes; before close() it is a real failure
+            if not self.stopping:
+                raise
 
     def close(self) -> tuple[int, set[str]]:
         """(events seen, pods nominated)."""
+        self.stopping = True
         self.watch.stop()
         self.thread.join(timeout=10)
         return self.events, self.names
@@ -111,13 +120,19 @@ def test_gang_all_or_nothing(env: Env) -> None:
     wait_for("all 8 bound", lambda: bound_of(core, namespace, names) == 8, timeout=60)
     seen = sampler.close()
     assert sampler.partial_runs(8) == 0, seen
-    binds = [
-        d
-        for d in _decisions(sidecar)
-        if d["verb"] == "bind" and str(d["pod"]).startswith(namespace)
-    ]
-    times = [float(d["time"]) for d in binds if d["result"] == "bound"]  # type: ignore[arg-type]
-    assert len(times) == 8 and max(times) - min(times) < 2.0, binds
+
+    def binds() -> list[dict[str, object]]:
+        return [
+            d
+            for d in _decisions(sidecar)
+            if d["verb"] == "bind" and str(d["pod"]).startswith(f"{namespace}/")
+        ]
+
+    # the gang's Bindings are written together and logged once all have answered:
+    # the API server can show the 8th bound a moment before the sidecar logs them
+    wait_for("8 bind decisions", lambda: sum(d["result"] == "bound" for d in binds()) == 8)
+    times = [float(d["time"]) for d in binds() if d["result"] == "bound"]  # type: ignore[arg-type]
+    assert len(times) == 8 and max(times) - min(times) < 2.0, binds()
     assert all(v <= 8 for v in gpus_per_node(core).values())
     # the GPUs chosen for each member reach the pod on its Binding (extender: the
     # bind verb's; framework: the shim's Bind, with what Reserve chose), distinct
