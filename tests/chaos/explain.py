@@ -38,5 +38,13 @@ def unexplained(api: client.ApiClient, namespace: str) -> list[str]:
         ]
         if conds or said.get(group, set()) - {"Enqueued"}:
             continue
-        out.append(f"{namespace}/{p.metadata.name} (group {group or '-'})")
+        # enough state to tell a scheduling bug from a test race when this fails
+        gates = [g.name for g in p.spec.scheduling_gates or []]
+        out.append(
+            f"{namespace}/{p.metadata.name} (group {group or '-'}: "
+            f"{'phase ' + str((pg.get('status') or {}).get('phase')) if pg else 'no PodGroup'}, "
+            f"events {sorted(said.get(group, set()))}; pod created "
+            f"{p.metadata.creation_timestamp}, gates {gates}, "
+            f"deleting {p.metadata.deletion_timestamp is not None})"
+        )
     return out

@@ -140,7 +140,8 @@ def test_kill_9_and_restart(cluster: Cluster, api: client.ApiClient, role: str) 
         )
         work.stop()
         assert not work.errors, work.errors
-        assert unexplained(api, ns) == []
+        left = unexplained(api, ns)
+        assert left == [], (left, f"deleted {work.deleted}", f"errors {work.errors}")
     finally:
         work.stop()
         checker.close()
