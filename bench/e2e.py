@@ -470,7 +470,7 @@ def report_shapes(results: list[dict[str, Any]], nodes: int) -> None:
 
 
 def report_costs(phases: list[tuple[str, str, dict[str, Any]]]) -> None:
-    """Per phase: CPU ms per pod by process, and the API writes per pod."""
+    """Per phase: CPU ms per pod by process, and the API writes and reads per pod."""
     progs = ["kube-apiserver", "etcd", "kube-scheduler", "sidecar", "kwok", "bench (client)"]
     row = "{:<10} {:<6} " + " ".join("{:>9}" for _ in progs) + " {:>7} {:>7}"
     short = ["apiserver", "etcd", "kube-sch", "sidecar", "kwok", "client"]
@@ -489,6 +489,11 @@ def report_costs(phases: list[tuple[str, str, dict[str, Any]]]) -> None:
         writes = (r.get("cost") or {}).get("writes_per_pod") or {}
         listed = ", ".join(f"{k} {v:.2f}" for k, v in writes.items())
         print(f"{mode:<10} {name:<6} {sum(writes.values()):5.2f}  {listed}")
+    print("API reads per pod (GET, LIST, WATCH):")
+    for mode, name, r in phases:
+        reads = (r.get("cost") or {}).get("reads_per_pod") or {}
+        listed = ", ".join(f"{k} {v:.2f}" for k, v in reads.items())
+        print(f"{mode:<10} {name:<6} {sum(reads.values()):5.2f}  {listed}")
 
 
 def report(results: list[dict[str, Any]], nodes: int) -> None:

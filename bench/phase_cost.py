@@ -92,7 +92,8 @@ class PhaseCost:
         self._requests = api_requests(self.api)
 
     def stop(self, pods: int) -> dict[str, dict[str, float]]:
-        """{"cpu_ms_per_pod": {program: ms}, "writes_per_pod": {request: count}}."""
+        """{"cpu_ms_per_pod": {program: ms}, "writes_per_pod": {request: count},
+        "reads_per_pod": {request: count}} (reads: GET, LIST and WATCH requests)."""
         cpu = cpu_seconds(self.marker)
         cpu.subtract(self._cpu)
         requests = api_requests(self.api)
@@ -104,4 +105,10 @@ class PhaseCost:
             for k, v in requests.most_common()
             if v > 0 and k.split(" ")[0] in MUTATING
         }
-        return {"cpu_ms_per_pod": ms, "writes_per_pod": writes}
+        # reads too: a GET per pod costs the API server as much as a small write
+        reads = {
+            k: round(v / pods, 2)
+            for k, v in requests.most_common()
+            if v > 0 and k.split(" ")[0] not in MUTATING and v / pods >= 0.005
+        }
+        return {"cpu_ms_per_pod": ms, "writes_per_pod": writes, "reads_per_pod": reads}
