@@ -103,6 +103,8 @@ class Workload:
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _no_more: threading.Event = field(default_factory=threading.Event)
+    _creating: threading.Lock = field(default_factory=threading.Lock)
+    """Held while a gang or Job is being created (see stop_creating)."""
     _thread: threading.Thread | None = None
 
     @property
@@ -119,8 +121,13 @@ class Workload:
         return self
 
     def stop_creating(self) -> Workload:
-        """No more gangs or Jobs; bound gangs are still deleted after keep_s."""
+        """No more gangs or Jobs; bound gangs are still deleted after keep_s. Returns
+        once a creation in flight has finished, so ``gangs`` and ``jobs`` are final:
+        a gang whose PodGroup was being created as this was called would otherwise
+        join the list after a caller had found every gang settled."""
         self._no_more.set()
+        with self._creating:
+            pass
         return self
 
     def settled(self) -> bool:
@@ -140,14 +147,19 @@ class Workload:
         while not self._stop.is_set():
             now = time.monotonic()
             try:
-                if self._no_more.is_set():
-                    pass
-                elif now >= next_gang:
-                    self.create_gang(f"g{len(self.gangs)}")
-                    next_gang = now + self.gang_every_s
-                if not self._no_more.is_set() and self.job_every_s is not None and now >= next_job:
-                    self.create_job(f"j{len(self.jobs)}")
-                    next_job = now + self.job_every_s
+                with self._creating:
+                    if self._no_more.is_set():
+                        pass
+                    elif now >= next_gang:
+                        self.create_gang(f"g{len(self.gangs)}")
+                        next_gang = now + self.gang_every_s
+                    if (
+                        not self._no_more.is_set()
+                        and self.job_every_s is not None
+                        and now >= next_job
+                    ):
+                        self.create_job(f"j{len(self.jobs)}")
+                        next_job = now + self.job_every_s
                 self._recycle(bound_since)
             except (client.ApiException, urllib3.exceptions.HTTPError) as exc:
                 # a list for recycling failed (the API server may be restarting): next round
