@@ -59,7 +59,7 @@ from kubernetes.client.exceptions import ApiException
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from phase_cost import PhaseCost
 
-from devcluster.cluster import MODES, Cluster
+from devcluster.cluster import APISERVER_PROFILING_ENV, MODES, Cluster
 from devcluster.nodes import NodeShape
 
 HOLD = ["gate"]
@@ -73,9 +73,9 @@ COST: list[PhaseCost] = []
 around its pods, from the first create to the last bind."""
 
 
-def _cost_start() -> None:
+def _cost_start(label: str) -> None:
     if COST:
-        COST[0].start()
+        COST[0].start(label)
 
 
 def _cost_stop(pods: int) -> dict[str, Any]:
@@ -178,7 +178,7 @@ def run_plain(
     watch = BindWatch(api, ns)
     time.sleep(0.5)
     created: dict[str, float] = {}
-    _cost_start()
+    _cost_start(ns)
     start = time.monotonic()
 
     def make(i: int) -> None:
@@ -232,7 +232,7 @@ def run_jobs(
     time.sleep(0.5)
     created: dict[str, float] = {}
     job_created: dict[str, float] = {}
-    _cost_start()
+    _cost_start(ns)
     start = time.monotonic()
 
     def make(j: int) -> None:
@@ -401,7 +401,8 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
         cfg.connection_pool_maxsize = 16
         api = client.ApiClient(cfg)
-        COST[:] = [PhaseCost(api, str(cluster.dir))]
+        profiles = Path(args.profile_dir) / mode if args.profile_dir else None
+        COST[:] = [PhaseCost(api, str(cluster.dir), profiles, args.profile_seconds)]
         if args.shapes:
             return {"mode": mode, "gang_hold": HOLD[0], "shapes": measure_shapes(api, args)}
         say(f"{mode}: baseline, {args.pods} plain pods through the stock kube-scheduler")
@@ -494,6 +495,15 @@ def report_costs(phases: list[tuple[str, str, dict[str, Any]]]) -> None:
         reads = (r.get("cost") or {}).get("reads_per_pod") or {}
         listed = ", ".join(f"{k} {v:.2f}" for k, v in reads.items())
         print(f"{mode:<10} {name:<6} {sum(reads.values()):5.2f}  {listed}")
+    profiles = [
+        (mode, name, p)
+        for mode, name, r in phases
+        if (p := (r.get("cost") or {}).get("apiserver_profile"))
+    ]
+    if profiles:
+        print("kube-apiserver CPU profiles (go tool pprof -top FILE):")
+        for mode, name, p in profiles:
+            print(f"{mode:<10} {name:<6} {p.get('path') or 'not taken: ' + p.get('error', '')}")
 
 
 def report(results: list[dict[str, Any]], nodes: int) -> None:
@@ -586,12 +596,28 @@ def main() -> None:
         "pod by pod, as in extender mode). Default %(default)s",
     )
     ap.add_argument(
+        "--profile-dir",
+        default="",
+        help="take a kube-apiserver CPU profile in every phase into DIR/<mode>/<namespace>"
+        "-apiserver.pb (read with: go tool pprof -top FILE); the devcluster's API server "
+        "then serves /debug/pprof",
+    )
+    ap.add_argument(
+        "--profile-seconds",
+        type=int,
+        default=5,
+        help="length of each profile from the phase's start (default %(default)s; a phase "
+        "of the default 400 pods lasts 3-7 s)",
+    )
+    ap.add_argument(
         "--scale",
         type=float,
         default=0.1,
         help="fraction of the published shapes' pod counts (default %(default)s)",
     )
     args = ap.parse_args()
+    if args.profile_dir:
+        os.environ[APISERVER_PROFILING_ENV] = "1"  # read as each devcluster starts
     if args.shapes is not None and not args.shapes:
         args.shapes = list(SHAPES)
     modes = list(MODES) if args.mode == "both" else [args.mode]

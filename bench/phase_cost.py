@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client
 
@@ -84,20 +86,59 @@ class PhaseCost:
 
     api: client.ApiClient
     marker: str
+    profile_dir: Path | None = None
+    """Where each phase's kube-apiserver CPU profile goes (None: none taken). The API
+    server must serve /debug/pprof (devcluster: PYEXTENDER_APISERVER_PROFILING=1)."""
+    profile_s: int = 5
+    """Seconds each profile lasts from the phase's start: a phase shorter than this adds
+    idle time (no samples), a longer one is cut."""
     _cpu: Counter[str] = field(default_factory=Counter)
     _requests: Counter[str] = field(default_factory=Counter)
+    _profile: threading.Thread | None = None
+    _profile_path: str = ""
+    _profile_error: str = ""
 
-    def start(self) -> None:
+    def start(self, label: str = "phase") -> None:
         self._cpu = cpu_seconds(self.marker)
         self._requests = api_requests(self.api)
+        if self.profile_dir is not None:
+            self.profile_dir.mkdir(parents=True, exist_ok=True)
+            path = self.profile_dir / f"{label}-apiserver.pb"
+            self._profile_path, self._profile_error = str(path), ""
+            self._profile = threading.Thread(target=self._take_profile, args=(path,), daemon=True)
+            self._profile.start()
 
-    def stop(self, pods: int) -> dict[str, dict[str, float]]:
+    def _take_profile(self, path: Path) -> None:
+        try:
+            resp = self.api.call_api(
+                "/debug/pprof/profile",
+                "GET",
+                query_params=[("seconds", str(self.profile_s))],
+                _preload_content=False,
+                _request_timeout=self.profile_s + 30,
+                auth_settings=["BearerToken"],
+            )
+            path.write_bytes(resp.data)
+        except Exception as exc:  # reported with the phase's figures
+            self._profile_error = f"{type(exc).__name__}: {exc}"[:300]
+
+    def stop(self, pods: int) -> dict[str, Any]:
         """{"cpu_ms_per_pod": {program: ms}, "writes_per_pod": {request: count},
-        "reads_per_pod": {request: count}} (reads: GET, LIST and WATCH requests)."""
+        "reads_per_pod": {request: count}} (reads: GET, LIST and WATCH requests),
+        and with profile_dir {"apiserver_profile": {"path" or "error": ...}}."""
         cpu = cpu_seconds(self.marker)
         cpu.subtract(self._cpu)
         requests = api_requests(self.api)
         requests.subtract(self._requests)
+        profile: dict[str, str] = {}
+        if self._profile is not None:
+            # the next phase starts once this one's profile is written
+            self._profile.join(self.profile_s + 60)
+            self._profile = None
+            if self._profile_error:
+                profile["error"] = self._profile_error
+            else:
+                profile["path"] = self._profile_path
         ms = {k: round(1000 * v / pods, 2) for k, v in cpu.most_common() if v > 0}
         ms["total"] = round(sum(ms.values()), 2)
         writes = {
@@ -111,4 +152,11 @@ class PhaseCost:
             for k, v in requests.most_common()
             if v > 0 and k.split(" ")[0] not in MUTATING and v / pods >= 0.005
         }
-        return {"cpu_ms_per_pod": ms, "writes_per_pod": writes, "reads_per_pod": reads}
+        out: dict[str, Any] = {
+            "cpu_ms_per_pod": ms,
+            "writes_per_pod": writes,
+            "reads_per_pod": reads,
+        }
+        if profile:
+            out["apiserver_profile"] = profile
+        return out

@@ -31,6 +31,8 @@ from devcluster.nodes import NodeShape, node_manifest, supernode_of
 from pyextender.api.client import body_of
 
 ROOT_ENV = "PYEXTENDER_DEVCLUSTER_DIR"
+APISERVER_PROFILING_ENV = "PYEXTENDER_APISERVER_PROFILING"
+"""Set to 1: kube-apiserver serves /debug/pprof (CPU profiles; bench/e2e.py --profile-dir)."""
 MODES = ("extender", "framework")
 """How the volcano-profile kube-scheduler reaches the sidecar: the stock binary with an
 HTTP extender entry, or the shim-built binary whose plugin calls gRPC."""
@@ -297,7 +299,8 @@ class Cluster:
                 "--max-requests-inflight=2000",
                 "--max-mutating-requests-inflight=1000",
                 "--enable-priority-and-fairness=false",
-                "--profiling=false",
+                # off as in a locked-down cluster; benches turn it on to take CPU profiles
+                f"--profiling={str(os.environ.get(APISERVER_PROFILING_ENV) == '1').lower()}",
                 "--v=1",
             ],
         )
