@@ -25,6 +25,7 @@ class FakeBinder:
         self.pods: dict[str, dict[str, Any]] = {}
         self.fail: Exception | None = None
         self.annotations: dict[str, dict[str, str]] = {}
+        self.reads: list[str] = []
 
     def bind(
         self, namespace: str, name: str, uid: str, node: str, annotations: dict[str, str]
@@ -40,6 +41,7 @@ class FakeBinder:
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         key = f"{namespace}/{name}"
+        self.reads.append(key)
         doc = self.pods.get(key)
         if doc is None:
             return None
@@ -233,6 +235,29 @@ def test_bind_of_unknown_pod_reads_it_first(c: Client) -> None:
     assert _bind(c, "late", "n8") == (200, {"Error": ""})
     _code, body = _bind(c, "missing", "n8")
     assert "does not exist" in body["Error"]
+
+
+def test_bind_of_a_pod_the_watch_has_not_shown_uses_the_filter_request(c: Client) -> None:
+    """kube-scheduler's informer can be ahead of ours: the pod it filtered a moment
+    ago binds without a GET, and the fit guard still runs on it."""
+    for name in ("early", "twin"):
+        code, _ = c.call(
+            "/filter", json.dumps({"Pod": _pod(name, 8), "NodeNames": ["n8", "n4"]}).encode()
+        )
+        assert code == 200
+    assert _bind(c, "early", "n8") == (200, {"Error": ""})
+    assert c.binder.reads == [] and c.binder.bound == {"ns/early": "n8"}
+    # the guard used the request's pod: n8 is now full for another 8-GPU pod
+    code, body = _bind(c, "twin", "n8")
+    assert "Insufficient nvidia.com/gpu" in body["Error"] and c.binder.reads == []
+    # a bind naming another UID (the pod was deleted and made again) reads it
+    c.binder.pods["ns/twin"] = {
+        **_pod("twin", 4),
+        "metadata": {"name": "twin", "namespace": "ns", "uid": "uid-new"},
+    }
+    args = {"PodName": "twin", "PodNamespace": "ns", "PodUID": "uid-new", "Node": "n4"}
+    assert c.call("/bind", json.dumps(args).encode()) == (200, {"Error": ""})
+    assert c.binder.reads == ["ns/twin"] and c.binder.bound["ns/twin"] == "n4"
 
 
 def test_bind_refuses_pods_of_other_schedulers(c: Client) -> None:
