@@ -71,12 +71,12 @@ _UNRESOLVABLE = int(Code.UNRESOLVABLE)
 
 NOT_IN_CACHE = "node is not in the pyextender cache yet"
 DECISION_LOG_SIZE = 2000
+"""Most recent decisions kept for /debug/decisions (a ring; older ones drop)."""
 REQUESTED_PODS = 256
 """Pods remembered from the verbs' requests, for a bind that comes before the watch
 shows the pod (kube-scheduler's informer can be ahead of ours): it then needs no
-GET. 0.03-0.07 binds per pod went that way in bench/e2e.py's plain phases. One
-scheduling cycle is filter then bind, so a few hundred cover the pods in flight."""
-"""Most recent decisions kept for /debug/decisions (a ring; older ones drop)."""
+GET. 0.04-0.07 binds per pod went that way in bench/e2e.py's extender plain phases.
+One scheduling cycle is filter then bind, so a few hundred cover the pods in flight."""
 
 
 class BadRequest(ValueError):
