@@ -11,7 +11,15 @@ arrives) and, every --ticks ticks, the actions loop's work is timed part by part
                 cycles (TaskMemo)
   decide_fresh  the same with every Task built afresh (no memo: the baseline)
 
+A second table measures how a cycle grows with the gangs already running, the
+shape of bench/e2e.py's gang phase: --gang-nodes nodes with 8 GPUs, G running
+PodGroups of 8 one-GPU pods and 8 waiting gated gangs of the same shape, for each G
+of --gangs. The waiting gangs are decided again every cycle (nothing is written);
+once the cluster is full (G >= nodes) they starve, and preempt and reclaim look
+for victims among every running pod each cycle.
+
 Usage: python bench/cycle_cost.py [--nodes 5000] [--cycles 200] [--ticks 10]
+       [--gangs 150,450,1000] [--gang-nodes 500] [--gang-cycles 60]
 Last line: one JSON object with every figure.
 """
 
@@ -29,11 +37,12 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from verbs import NoWrites, build_extender, pod_doc
+from verbs import NoWrites, build_extender, node_doc, pod_doc
 
 from pyextender.cache.cluster import ClusterCache
 from pyextender.cache.reading_copy import _fields, copy_value
 from pyextender.plugins.defaults import load
+from pyextender.server.metrics import Metrics
 from pyextender.server.scheduler_loop import SchedulerLoop
 
 
@@ -88,12 +97,95 @@ def ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
+def gang_doc(name: str, phase: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "bench",
+            "uid": f"uid-pg-{name}",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {"minMember": 8},
+        "status": {"phase": phase},
+    }
+
+
+def member_doc(name: str, group: str, node: str | None) -> dict[str, Any]:
+    doc = pod_doc(name, 1, node)
+    doc["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": group}
+    doc["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    if node is None:
+        doc["spec"]["schedulingGates"] = [{"name": "pyextender.io/gang"}]
+    return doc
+
+
+def gang_scaling(nodes: int, running: int, cycles: int) -> dict[str, float]:
+    """decide over ``running`` bound gangs and 8 waiting ones (module docstring)."""
+    cache = ClusterCache()
+    cache.replace_nodes([node_doc(i) for i in range(nodes)])
+    groups, pods = [], []
+    for g in range(running):
+        groups.append(gang_doc(f"run-{g}", "Running"))
+        node = f"node-{g % nodes:05d}"  # a node's 8 GPUs per gang; twice over past `nodes`
+        pods += [member_doc(f"run-{g}-{i}", f"run-{g}", node) for i in range(8)]
+    for g in range(8):
+        groups.append(gang_doc(f"wait-{g}", "Pending"))
+        pods += [member_doc(f"wait-{g}-{i}", f"wait-{g}", None) for i in range(8)]
+    cache.replace_groups(groups)
+    cache.replace_pods(pods)
+    cfg = load(None)
+    loop = SchedulerLoop(cache, lambda: cfg, NoWrites(), Metrics())  # type: ignore[arg-type]
+    gc.collect()
+    gc.freeze()
+    times, cpu = [], []
+    for _ in range(cycles):
+        now = time.time()
+        snap = cache.snapshot()
+        overrides = loop._overrides(now)
+        t0 = time.perf_counter()
+        loop.decide(now, snap, overrides)
+        times.append(ms(t0))
+        cpu.append(loop.decide_cpu_s * 1000)
+        del snap
+    gc.unfreeze()
+    p50, p99 = (float(np.percentile(times, q)) for q in (50, 99))
+    return {
+        "running_gangs": running,
+        "pods": len(pods),
+        "decide_p50_ms": round(p50, 3),
+        "decide_p99_ms": round(p99, 3),
+        "decide_min_ms": round(min(times), 3),
+        "decide_cpu_p50_ms": round(float(np.percentile(cpu, 50)), 3),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--cycles", type=int, default=200)
     ap.add_argument("--ticks", type=int, default=10, help="churn ticks between two cycles")
+    ap.add_argument(
+        "--gangs",
+        default="150,450,1000",
+        help="running gangs of 8 per row of the gang table, comma-separated ('' skips it)",
+    )
+    ap.add_argument("--gang-nodes", type=int, default=500, help="nodes of the gang table")
+    ap.add_argument("--gang-cycles", type=int, default=60, help="cycles per gang-table row")
     args = ap.parse_args()
+    # first, in a fresh process: run after the churn part (its 5,000-node cache
+    # frozen in the heap) the same cycles measured up to 2x slower and noisier
+    rows = []
+    if args.gangs:
+        print(f"gangs of 8 running on {args.gang_nodes} nodes (8 GPUs), 8 gangs waiting:")
+        cols = ("running", "pods", "p50 ms", "p99 ms", "min ms", "cpu p50")
+        print(" ".join(f"{c:>8}" if i != 1 else f"{c:>6}" for i, c in enumerate(cols)))
+        for g in (int(x) for x in args.gangs.split(",")):
+            r = gang_scaling(args.gang_nodes, g, args.gang_cycles)
+            rows.append(r)
+            print(
+                f"{g:>8} {r['pods']:>6} {r['decide_p50_ms']:>8.2f} {r['decide_p99_ms']:>8.2f}"
+                f" {r['decide_min_ms']:>8.2f} {r['decide_cpu_p50_ms']:>8.2f}"
+            )
     ext = build_extender(args.nodes)
     cache = ext.cache
     cfg = load(None)
@@ -144,6 +236,7 @@ def main() -> int:
         f"snapshot on the loop {res['snapshot_vs_full_p50']}x cheaper than a whole copy; "
         f"decide {res['decide_vs_fresh_p50']}x cheaper with Tasks kept"
     )
+    res["gang_scaling"] = rows
     print(json.dumps(res))
     return 0
 

@@ -108,6 +108,7 @@ def _lift_minimums(
         and j.key not in relifted
         and j.key not in deciding
         and j.min_member > 0
+        and j.bound_count + j.succeeded < j.min_member  # placed already: no live_pending walk
         and j.bound_count + j.succeeded + sum(1 for t in live_pending(j) if not t.gated)
         < j.min_member
     ]
@@ -181,9 +182,12 @@ def _reserved_for_other(ssn: Session, job: Job) -> bool:
 
 def _hold_assembling(ssn: Session, decisions: Decisions, backfill: bool, lifted: set[str]) -> None:
     now_admitted = {j.key for j in decisions.admit}
-    for job in ssn.ordered_jobs([j for j in ssn.jobs.values() if j.group is not None]):
-        if job.key in lifted or job.ready or not assembling(ssn, job):
-            continue
+    assembling_now = [
+        j
+        for j in ssn.jobs.values()
+        if j.group is not None and j.key not in lifted and not j.ready and assembling(ssn, j)
+    ]  # filtered before ordering: the order of these is the same
+    for job in ssn.ordered_jobs(assembling_now):
         refused = job.key in decisions.unschedulable and job.key not in decisions.assembling
         if refused and not (admitted(job) or job.key in now_admitted):
             continue  # a limit keeps it Pending: it will not start soon

@@ -125,9 +125,12 @@ def account_admitted(ssn: Session, decisions: Decisions, require_fit: bool) -> s
     for allocate)."""
     resources = ssn.state.resources
     relifted: set[str] = set()
-    for job in ssn.ordered_jobs([j for j in ssn.jobs.values() if j.group is not None]):
-        if not admitted(job):
-            continue
+    # Only admitted gangs with a live unbound member have anything to hold or lift:
+    # the rest (most jobs of a busy cluster, running) are left out before ordering,
+    # which leaves the order of the others as it was.
+    waiting = [j for j in ssn.jobs.values() if j.group is not None and admitted(j)]
+    waiting = [j for j in waiting if len(j.tasks) > j.bound_count and live_pending(j)]
+    for job in ssn.ordered_jobs(waiting):
         pending = live_pending(job)
         open_tasks = [t for t in pending if not t.gated]
         if open_tasks:

@@ -50,8 +50,47 @@ def _created(t: Task) -> float:
     return timestamp(t.pod.created)
 
 
+class Victims:
+    """The bound pods of a session, scanned once per action instead of once per
+    starving gang (a full cluster with many gangs waiting asked for every running
+    pod per waiting gang, each cycle): those still running, by queue, and those
+    terminating (before this cycle, or chosen in it)."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.running: dict[str, list[Task]] = {}
+        self.terminating: list[Task] = []
+        for j in ssn.jobs.values():
+            for t in j.tasks:
+                if not t.bound:
+                    continue
+                if t.pod.deleting:
+                    self.terminating.append(t)
+                else:
+                    self.running.setdefault(j.queue, []).append(t)
+        self.chosen: set[str] = set()
+        """uids chosen as victims in this action."""
+
+    def live(self, queue: str) -> list[Task]:
+        """Running pods of ``queue`` not chosen as victims yet."""
+        tasks = self.running.get(queue, [])
+        if not self.chosen:
+            return tasks
+        return [t for t in tasks if t.pod.uid not in self.chosen]
+
+    def evict(self, t: Task) -> None:
+        self.chosen.add(t.pod.uid)
+        self.ssn.evicting(t)
+        self.terminating.append(self.ssn.task_of[t.pod.uid])
+
+
 def _evict_for(
-    ssn: Session, job: Job, candidates: list[Task], reclaim: bool, decisions: Decisions
+    ssn: Session,
+    job: Job,
+    candidates: list[Task],
+    reclaim: bool,
+    decisions: Decisions,
+    victims: Victims,
 ) -> bool:
     tasks = needed_tasks(job)
     if not tasks:
@@ -60,9 +99,7 @@ def _evict_for(
     request = min_request(ssn, job, tasks)
     resources = ssn.state.resources
     room = ssn.free.copy()
-    freed: list[Task] = [
-        t for j in ssn.jobs.values() for t in j.tasks if t.bound and t.pod.deleting
-    ]
+    freed = list(victims.terminating)
     for t in freed:
         room[t.node] += t.request
     if _fits(ssn, job, request, room, requests, freed):
@@ -80,7 +117,7 @@ def _evict_for(
             why = f"{action}ed for {job.key} (priority {job.priority}, queue {job.queue})"
             for t in chosen:
                 decisions.evictions.append(Eviction(t, action, job.key, why))
-                t.pod.deleting = True  # not a candidate again this cycle
+                victims.evict(t)  # not a candidate again this cycle
                 owner = ssn.job_of.get(t.pod.uid)
                 if owner is not None and owner.queue in ssn.queues:
                     ssn.queues[owner.queue].allocated -= t.request
@@ -116,23 +153,20 @@ def _fits(
             ssn.queues[n].allocated = alloc
 
 
-def _bound_tasks(ssn: Session) -> list[Task]:
-    return [t for j in ssn.jobs.values() for t in j.tasks if t.bound and not t.pod.deleting]
-
-
 def preempt(ssn: Session, decisions: Decisions) -> None:
+    if not decisions.starving:
+        return
+    victims = Victims(ssn)
     for job in decisions.starving:
-        candidates = [
-            t
-            for t in _bound_tasks(ssn)
-            if (o := ssn.job_of.get(t.pod.uid)) is not None
-            and o.queue == job.queue
-            and o.key != job.key
-        ]
-        _evict_for(ssn, job, candidates, reclaim=False, decisions=decisions)
+        job_of = ssn.job_of
+        candidates = [t for t in victims.live(job.queue) if job_of[t.pod.uid] is not job]
+        _evict_for(ssn, job, candidates, reclaim=False, decisions=decisions, victims=victims)
 
 
 def reclaim(ssn: Session, decisions: Decisions) -> None:
+    if not decisions.starving:
+        return
+    victims = Victims(ssn)
     for job in decisions.starving:
         if any(e.for_job == job.key for e in decisions.evictions):
             continue
@@ -140,24 +174,25 @@ def reclaim(ssn: Session, decisions: Decisions) -> None:
         if queue is None or ssn.overused(queue):
             continue
         wanted = min_request(ssn, job, needed_tasks(job)) > 0
-        candidates = _over_share(ssn, job.queue, wanted)
-        _evict_for(ssn, job, candidates, reclaim=True, decisions=decisions)
+        candidates = _over_share(ssn, job.queue, wanted, victims)
+        _evict_for(ssn, job, candidates, reclaim=True, decisions=decisions, victims=victims)
 
 
-def _over_share(ssn: Session, exclude: str, wanted: npt.NDArray[np.bool_]) -> list[Task]:
+def _over_share(
+    ssn: Session, exclude: str, wanted: npt.NDArray[np.bool_], victims: Victims
+) -> list[Task]:
     """Bound tasks of other, reclaimable queues, taken (youngest first) only
     while their queue is above its deserved share on a resource the reclaimer
     wants (Volcano's proportion rule, checked before each eviction)."""
     out: list[Task] = []
     by_queue: dict[str, list[Task]] = {}
-    for t in _bound_tasks(ssn):
-        owner = ssn.job_of.get(t.pod.uid)
-        if owner is None or owner.queue == exclude:
+    for queue in victims.running:
+        q = ssn.queues.get(queue)
+        if queue == exclude or q is None or not q.view.reclaimable:
             continue
-        q = ssn.queues.get(owner.queue)
-        if q is None or not q.view.reclaimable:
-            continue
-        by_queue.setdefault(q.name, []).append(t)
+        tasks = victims.live(queue)
+        if tasks:
+            by_queue[q.name] = tasks
     for name, tasks in by_queue.items():
         q = ssn.queues[name]
         left = q.allocated.copy()
@@ -182,7 +217,7 @@ def proposal_allowed(ssn: Session, job: Job, victims: list[Task]) -> bool:
         return False
     if other:
         wanted = min_request(ssn, job, needed_tasks(job) or job.tasks) > 0
-        open_to_reclaim = {t.pod.uid for t in _over_share(ssn, job.queue, wanted)}
+        open_to_reclaim = {t.pod.uid for t in _over_share(ssn, job.queue, wanted, Victims(ssn))}
         if any(t.pod.uid not in open_to_reclaim for t in other):
             return False
         if len(ssn.victims(job, other, reclaim=True)) != len(other):

@@ -200,6 +200,7 @@ def build_session(
                 else t
                 for t in job.tasks
             ]
+            job._bound_count = -1
         bound = [t.request for t in job.tasks if t.bound]
         if not bound:
             job.allocated = zero

@@ -203,6 +203,33 @@ def test_terminating_victims_are_not_evicted_twice() -> None:
     assert w.cycle().evictions == []
 
 
+def test_choosing_a_victim_leaves_the_cached_pod_as_the_watch_showed_it() -> None:
+    """A victim counts as terminating for the rest of its cycle only: the eviction
+    may still be refused (a PodDisruptionBudget), and then the pod runs on. Had the
+    cycle marked the cache's pod deleting, later cycles would wait for room that
+    never comes instead of deciding again."""
+    w = World(nodes=1, gpus=8)
+    w.gang("low", 1, gpus=8, priority=1, phase="Running", bound=["n0"])
+    w.gang("high", 1, gpus=8, priority=100)
+    assert [e.task.pod.name for e in w.cycle().evictions] == ["low-0"]
+    assert not any(p.deleting for p in w.cache.pods_by_uid.values())
+    # refused: the next cycle chooses the same victim again
+    assert [e.task.pod.name for e in w.cycle().evictions] == ["low-0"]
+
+
+def test_a_gang_losing_a_pod_to_one_preemptor_is_not_cut_below_min_member_by_the_next() -> None:
+    """Two starving gangs in one cycle: the second counts the running gang's spare
+    pods after the first's eviction, so the running gang keeps minMember."""
+    w = World(nodes=4, gpus=8)
+    bound = ["n0", "n1", "n2", "n3"]
+    w.gang("low", 4, gpus=8, min_member=2, priority=1, phase="Running", bound=bound)
+    w.gang("high-a", 1, gpus=8, priority=100)
+    w.gang("high-b", 3, gpus=8, priority=100)
+    evicted = [e.task.pod.name for e in w.cycle().evictions]
+    assert evicted, "the first starving gang takes a spare pod"
+    assert len([n for n in evicted if n.startswith("low-")]) <= 2, evicted
+
+
 def test_reclaim_from_reclaimable_queue_over_its_share() -> None:
     w = World(nodes=2, gpus=8)  # 16 GPUs; two queues weight 1:1 -> 8 each
     w.queue("greedy", weight=1, reclaimable=True)

@@ -155,3 +155,25 @@ def test_profile_weights_scores() -> None:
     both = Profile(scorers=[(bp, 3.0), (no, 1.0)]).score(ctx, np.asarray([0, 1]))
     want = (3 * bp.score(ctx, np.asarray([0, 1])) + no.score(ctx, np.asarray([0, 1]))) / 4
     assert np.allclose(both, want)
+
+
+def test_drf_shares_in_one_expression_equal_the_share_of_each_array() -> None:
+    from pyextender.plugins.drf import dominant_share, dominant_shares
+
+    rng = np.random.default_rng(3)
+    total = np.array([96_000, 0, 8, 768], dtype=np.int64)  # a resource no node has
+    held = [rng.integers(0, 9, size=4, dtype=np.int64) for _ in range(50)]
+    held.append(np.zeros(4, dtype=np.int64))
+    assert dominant_shares(held, total) == [dominant_share(a, total) for a in held]
+    assert dominant_shares(held, np.zeros(4, dtype=np.int64)) == [0.0] * len(held)
+    assert dominant_shares([], total) == []
+
+
+def test_protocol_checks_are_remembered_per_plugin_class() -> None:
+    from pyextender.framework.session import JobOrderKey, SessionOpener, implements
+    from pyextender.plugins.drf import Args, Drf
+
+    a, b = Drf(Args()), Drf(Args())
+    assert implements(a, SessionOpener) and implements(b, SessionOpener)
+    assert implements(a, JobOrderKey) == isinstance(a, JobOrderKey)
+    assert not implements(object(), SessionOpener)
