@@ -172,3 +172,39 @@ def test_cycles_space_out_when_they_cost_more_than_their_share_of_a_core(
     busy[0] = 0.3
     sl.decide(time.time())
     assert sl.next_gap() == loop_mod.HEARTBEAT_S
+
+
+def test_cycles_wait_for_the_heartbeat_while_only_lone_pods_come_and_go() -> None:
+    """Lone pods binding change the cache all the time, but no cycle decision is
+    about them: the loop then cycles at the heartbeat only. A PodGroup to admit, or
+    a member unbound (held or being placed), brings the cycles on changes back."""
+    w = World(nodes=2, gpus=8)
+    w.pod("lone-0", gpus=1)  # unbound, no group, no gate: kube-scheduler's
+    w.pod("lone-1", gpus=1, node="n0")
+    cfg = load(None)
+    sl = SchedulerLoop(w.cache, lambda: cfg, Actuator.__new__(Actuator), Metrics())
+    assert not sl.something_waits()
+    v, t = w.cache.version, 100.0
+    w.pod("lone-2", gpus=1)
+    assert w.cache.version != v
+    assert sl.should_cycle(t + 0.2, v, t, idle=False), "the cycle after the last wait"
+    assert not sl.should_cycle(t + 0.2, v, t, idle=True), "changed, but nothing waits"
+    assert sl.should_cycle(t + loop_mod.HEARTBEAT_S, v, t, idle=True), "the heartbeat"
+    assert not sl.should_cycle(t + 0.2, w.cache.version, t, idle=False), "no change"
+    # a PodGroup without a phase yet (to write Pending, or to admit) waits
+    w.gang("g", 2, gpus=1, phase="")
+    assert sl.something_waits() and sl.should_cycle(t + 0.2, v, t, idle=True)
+
+
+def test_an_admitted_gang_waits_until_its_members_are_bound() -> None:
+    w = World(nodes=2, gpus=8)
+    w.gang("g", 2, gpus=1, phase="Inqueue")  # members unbound, gated
+    cfg = load(None)
+    sl = SchedulerLoop(w.cache, lambda: cfg, Actuator.__new__(Actuator), Metrics())
+    assert sl.something_waits()
+    w2 = World(nodes=2, gpus=8)
+    w2.gang("g", 2, gpus=1, phase="Running", bound=["n0", "n1"])
+    sl2 = SchedulerLoop(w2.cache, lambda: cfg, Actuator.__new__(Actuator), Metrics())
+    assert not sl2.something_waits()
+    w2.pod("g-late", gpus=1, group="g")  # one more member, ungated, not bound yet
+    assert sl2.something_waits()
