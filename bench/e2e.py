@@ -34,7 +34,8 @@ time-to-all-bound p50/p99; last line {"bench": "e2e-shapes", ...}.
 Usage: python bench/e2e.py [--nodes 500] [--pods 400] [--mode extender|framework|both]
                            [--shapes [NAME ...]] [--scale 0.1]
 --mode both measures each mode on its own fresh cluster, stock baseline included,
-and prints one table.
+and prints one table. --stages adds, for the gang phase, when each gang was
+created, admitted, let in and bound (bench/gang_stages.py).
 Last line: one JSON object with every figure.
 """
 
@@ -57,6 +58,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gang_stages import GangStages
+from gang_stages import report as report_stages
 from phase_cost import PhaseCost
 
 from devcluster.cluster import APISERVER_PROFILING_ENV, MODES, Cluster
@@ -67,6 +70,9 @@ HOLD = ["gate"]
 gate, lifted pod by pod) or "scheduler" (the framework shim's barrier annotation)."""
 
 HELD_BY = {"gate": "the scheduling gate", "scheduler": "the shim's barrier (annotation)"}
+
+STAGES = [False]
+"""--stages: watch each gang's stages in the gang phase (bench/gang_stages.py)."""
 
 COST: list[PhaseCost] = []
 """The running cluster's cost recorder (one at a time): each phase snapshots it
@@ -229,6 +235,7 @@ def run_jobs(
     custom = client.CustomObjectsApi(api)
     core.create_namespace({"metadata": {"name": ns}})
     watch = BindWatch(api, ns)
+    stages = GangStages(api, ns, size) if gang and STAGES[0] else None
     time.sleep(0.5)
     created: dict[str, float] = {}
     job_created: dict[str, float] = {}
@@ -274,6 +281,7 @@ def run_jobs(
     total = jobs * size
     ok = watch.wait(total, timeout)
     watch.close()
+    stage_times = {"stages": stages.close()} if stages is not None else {}
     if not ok:
         raise SystemExit(f"{ns}: only {len(watch.bound)}/{total} pods bound in {timeout:.0f}s")
     cost = _cost_stop(total)
@@ -298,6 +306,7 @@ def run_jobs(
         "job_all_bound_p99_s": pct(job_lat, 99),
         "gang_bind_spread_p99_s": pct(spread, 99),
         **cost,
+        **stage_times,
     }
 
 
@@ -559,6 +568,8 @@ def report(results: list[dict[str, Any]], nodes: int) -> None:
             f"{res['gangs']['gang_bind_spread_p99_s']:.2f}s of each other (p99); "
             f"gang pods held by {HELD_BY[res['gang_hold']]}"
         )
+        if "stages" in res["gangs"]:
+            report_stages(res["mode"], res["gangs"]["stages"])
     print(json.dumps({"bench": "e2e", "nodes": nodes, "runs": results}))
 
 
@@ -610,12 +621,19 @@ def main() -> None:
         "of the default 400 pods lasts 3-7 s)",
     )
     ap.add_argument(
+        "--stages",
+        action="store_true",
+        help="in the gang phase, watch when each gang is created, admitted, let in and "
+        "bound, and print p50/p90 per stage (two more watches: not for throughput figures)",
+    )
+    ap.add_argument(
         "--scale",
         type=float,
         default=0.1,
         help="fraction of the published shapes' pod counts (default %(default)s)",
     )
     args = ap.parse_args()
+    STAGES[0] = args.stages
     if args.profile_dir:
         os.environ[APISERVER_PROFILING_ENV] = "1"  # read as each devcluster starts
     if args.shapes is not None and not args.shapes:
