@@ -157,8 +157,8 @@ def preempt(ssn: Session, decisions: Decisions) -> None:
     if not decisions.starving:
         return
     victims = Victims(ssn)
+    job_of = ssn.job_of
     for job in decisions.starving:
-        job_of = ssn.job_of
         candidates = [t for t in victims.live(job.queue) if job_of[t.pod.uid] is not job]
         _evict_for(ssn, job, candidates, reclaim=False, decisions=decisions, victims=victims)
 
