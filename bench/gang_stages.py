@@ -27,9 +27,8 @@ import msgspec
 import numpy as np
 from kubernetes import client
 
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-RELEASED_ANNOTATION = "pyextender.io/released-pods"
-GANG_GATE = "pyextender.io/gang"
+from pyextender.api.names import GANG_GATE, GROUP_NAME_ANNOTATION, RELEASED_ANNOTATION
+
 STAGES = ("created", "admitted", "let_in", "first_bound", "last_bound")
 
 
@@ -94,7 +93,7 @@ class GangStages:
             self._stamp(name, "let_in")
 
     def _pod(self, obj: dict[str, Any], meta: dict[str, Any]) -> None:
-        group = (meta.get("annotations") or {}).get(GROUP_ANNOTATION)
+        group = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
         if not group:
             return
         name = meta.get("name", "")
