@@ -24,6 +24,13 @@ the shim's Bind), and gang members also wait in Permit. There the gang pods wait
 at the shim's barrier (annotation pyextender.io/gang-barrier, released by one
 PodGroup write per gang) unless --framework-barrier gate.
 
+--mode volcano runs the gangs through Volcano's own scheduler instead (vc-scheduler
+v1.10.0, built from the volcano.sh/volcano Go module into the binary cache on first
+use, with the scheduler config Volcano's installer ships), on a devcluster with
+Volcano's release CRDs and no pyextender process, against the same stock
+baseline: "Volcano's level" measured on this machine. --mode all runs extender,
+framework and volcano, one table.
+
 --shapes [single medium large huge] runs instead the scenario shapes of public
 batch-scheduler comparisons (SHAPES: 5000 x 1, 500 x 20, 20 x 500, 1 x 10000 pods,
 scaled by --scale, default 0.1), each as plain pods through the stock
@@ -31,11 +38,16 @@ kube-scheduler and then as gangs through pyextender on the same cluster (single
 also as plain pods through our verbs), reporting pods/s and per-job
 time-to-all-bound p50/p99; last line {"bench": "e2e-shapes", ...}.
 
-Usage: python bench/e2e.py [--nodes 500] [--pods 400] [--mode extender|framework|both]
+Usage: python bench/e2e.py [--nodes 500] [--pods 400]
+                           [--mode extender|framework|volcano|both|all] [--rounds N]
                            [--shapes [NAME ...]] [--scale 0.1]
 --mode both measures each mode on its own fresh cluster, stock baseline included,
 and prints one table. --stages adds, for the gang phase, when each gang was
 created, admitted, let in and bound (bench/gang_stages.py).
+--rounds N repeats the default phases N times on the same cluster (stock, plain,
+gangs, then again), each ratio against its own round's stock phase, and reports
+the median ratio with every round's: the machine's noise (a busy minute moved one
+phase by 0.1-0.3 before) then shows as spread instead of deciding the figure.
 Last line: one JSON object with every figure.
 """
 
@@ -44,32 +56,41 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import ssl
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gang_stages import GangStages
 from gang_stages import report as report_stages
-from phase_cost import PhaseCost
+from phase_cost import MUTATING, PhaseCost, api_requests
 
-from devcluster.cluster import APISERVER_PROFILING_ENV, MODES, Cluster
+from devcluster import build
+from devcluster.cluster import APISERVER_PROFILING_ENV, MODES, Cluster, free_port
 from devcluster.nodes import NodeShape
 
 HOLD = ["gate"]
 """How gang pods are held until admitted in the running phase: "gate" (the scheduling
 gate, lifted pod by pod) or "scheduler" (the framework shim's barrier annotation)."""
 
-HELD_BY = {"gate": "the scheduling gate", "scheduler": "the shim's barrier (annotation)"}
+HELD_BY = {
+    "gate": "the scheduling gate",
+    "scheduler": "the shim's barrier (annotation)",
+    "volcano": "Volcano's own scheduler (vc-scheduler), no gate",
+}
 
 STAGES = [False]
 """--stages: watch each gang's stages in the gang phase (bench/gang_stages.py)."""
@@ -77,6 +98,34 @@ STAGES = [False]
 COST: list[PhaseCost] = []
 """The running cluster's cost recorder (one at a time): each phase snapshots it
 around its pods, from the first create to the last bind."""
+
+
+SETTLE_QUIET_S = 1.0
+"""A phase starts once the API server has taken no write (leases aside) for this long."""
+SETTLE_MAX_S = 10.0
+"""...or after this long at most (a cluster that never goes quiet is reported, not waited on)."""
+
+
+def settle(api: client.ApiClient) -> None:
+    """Wait until the writes a phase set off have landed before the next phase starts.
+    A gang's Running status and its events come after its last member is bound (where
+    the phase's clock stops): without the wait, a round's stock phase paid for the
+    previous round's PodGroup writes (0.05 per pod), in favour of the gangs' ratio."""
+    start = time.monotonic()
+
+    def writes() -> int:
+        counts = api_requests(api)
+        return sum(n for k, n in counts.items() if k.split()[0] in MUTATING and "leases" not in k)
+
+    last, quiet_since = writes(), time.monotonic()
+    while time.monotonic() - start < SETTLE_MAX_S:
+        time.sleep(0.25)
+        now = writes()
+        if now != last:
+            last, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= SETTLE_QUIET_S:
+            return
+    say(f"the API server still took writes {SETTLE_MAX_S:.0f}s after the phase; going on")
 
 
 def _cost_start(label: str) -> None:
@@ -165,8 +214,9 @@ def pod(name: str, ns: str, scheduler: str, group: str = "", node: str = "") -> 
         meta["annotations"] = {"scheduling.k8s.io/group-name": group}
         if HOLD[0] == "scheduler":  # as the webhook does with --gang-barrier=scheduler
             meta["annotations"]["pyextender.io/gang-barrier"] = "true"
-        else:
+        elif HOLD[0] == "gate":
             spec["schedulingGates"] = [{"name": "pyextender.io/gang"}]
+        # "volcano": Volcano's scheduler holds a gang itself; the pod only names its group
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
@@ -213,6 +263,14 @@ def run_plain(
     }
 
 
+def podgroup(name: str, size: int) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": size}
+    if HOLD[0] == "volcano":
+        spec["queue"] = "default"  # Volcano's admission webhook would set it; none runs here
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name}, "spec": spec}  # fmt: skip
+
+
 def run_jobs(
     api: client.ApiClient,
     ns: str,
@@ -247,10 +305,8 @@ def run_jobs(
         job_created[group] = time.monotonic()
         if gang:
             custom.create_namespaced_custom_object(
-                "scheduling.volcano.sh", "v1beta1", ns, "podgroups",
-                {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                 "metadata": {"name": group}, "spec": {"minMember": size}},
-            )  # fmt: skip
+                "scheduling.volcano.sh", "v1beta1", ns, "podgroups", podgroup(group, size)
+            )
         for i in range(size):
             name = f"{group}-{i}"
             created[name] = time.monotonic()
@@ -273,10 +329,12 @@ def run_jobs(
                 job_created[f"job-{j}"] = time.monotonic()
                 if gang:
                     custom.create_namespaced_custom_object(
-                        "scheduling.volcano.sh", "v1beta1", ns, "podgroups",
-                        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                         "metadata": {"name": f"job-{j}"}, "spec": {"minMember": size}},
-                    )  # fmt: skip
+                        "scheduling.volcano.sh",
+                        "v1beta1",
+                        ns,
+                        "podgroups",
+                        podgroup(f"job-{j}", size),
+                    )
             list(ex.map(make_member, [(j, i) for j in range(jobs) for i in range(size)]))
     total = jobs * size
     ok = watch.wait(total, timeout)
@@ -326,10 +384,6 @@ def _empty(core: client.CoreV1Api, ns: str, timeout: float) -> None:
     raise SystemExit(f"{ns}: pods still there {timeout:.0f}s after deleting them")
 
 
-def run_gangs(api: client.ApiClient, jobs: int, size: int, timeout: float) -> dict[str, float]:
-    return run_jobs(api, "bench-gangs", jobs, size, timeout)
-
-
 SHAPES: dict[str, tuple[int, int]] = {
     "single": (5000, 1),
     "medium": (500, 20),
@@ -373,16 +427,23 @@ def measure_shapes(api: client.ApiClient, args: argparse.Namespace) -> list[dict
 def _shape(
     api: client.ApiClient, args: argparse.Namespace, name: str, jobs: int, size: int
 ) -> dict[str, Any]:
+    settle(api)
     say(f"shape {name}: {jobs} jobs x {size} pods, stock kube-scheduler (plain pods)")
     base = run_jobs(api, f"stock-{name}", jobs, size, args.timeout, "default-scheduler", gang=False)
     row: dict[str, Any] = {"shape": name, "jobs": jobs, "size": size, "baseline": base}
-    if size == 1:
+    volcano = HOLD[0] == VOLCANO
+    if size == 1 and not volcano:
+        settle(api)
         say(f"shape {name}: the same plain pods through kube-scheduler + pyextender")
         plain = run_jobs(api, f"plain-{name}", jobs, size, args.timeout, gang=False)
         row["extender_no_gang"] = plain
         row["extender_vs_stock_pods_per_s_ratio"] = plain["pods_per_s"] / base["pods_per_s"]
-    say(f"shape {name}: {jobs} PodGroups x {size} pods through pyextender")
-    gangs = run_jobs(api, f"gangs-{name}", jobs, size, args.timeout)
+    settle(api)
+    who, scheduler = (
+        ("Volcano's scheduler", VC_SCHEDULER_NAME) if volcano else ("pyextender", "volcano")
+    )
+    say(f"shape {name}: {jobs} PodGroups x {size} pods through {who}")
+    gangs = run_jobs(api, f"gangs-{name}", jobs, size, args.timeout, scheduler)
     row["gangs"] = gangs
     row["gang_vs_stock_pods_per_s_ratio"] = gangs["pods_per_s"] / base["pods_per_s"]
     return row
@@ -390,6 +451,8 @@ def _shape(
 
 def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     """Baseline, plain extender pods and gangs on one fresh cluster of ``mode``."""
+    if mode == VOLCANO:
+        return measure_volcano(args)
     root = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
     cluster = Cluster(f"bench-{os.getpid()}-{mode}", root=root)
     say(f"starting a {mode}-mode devcluster with {args.nodes} nodes in {root}")
@@ -410,37 +473,217 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
         cfg.connection_pool_maxsize = 16
         api = client.ApiClient(cfg)
+        if args.stock_client_qps:
+            throttle_stock(cluster, args.stock_client_qps)
         profiles = Path(args.profile_dir) / mode if args.profile_dir else None
         COST[:] = [PhaseCost(api, str(cluster.dir), profiles, args.profile_seconds)]
         if args.shapes:
             return {"mode": mode, "gang_hold": HOLD[0], "shapes": measure_shapes(api, args)}
-        say(f"{mode}: baseline, {args.pods} plain pods through the stock kube-scheduler")
-        base = run_plain(api, args.pods, args.timeout, "default-scheduler", "bench-baseline")
-        say(f"{mode}: {args.pods} plain pods through kube-scheduler + pyextender (no gangs)")
-        plain = run_plain(api, args.pods, args.timeout, "volcano", "bench-extender")
-        narrowed: dict[str, Any] = {}
-        if args.narrowed:
-            say(f"{mode}: {args.pods} plain pods, each narrowed to one node, stock and ours")
-            for key, scheduler in (("stock", "default-scheduler"), ("extender", "volcano")):
-                narrowed[key] = run_plain(
-                    api, args.pods, args.timeout, scheduler, f"narrow-{key}", args.nodes
-                )
-        jobs = args.pods // args.gang_size
-        say(f"{mode}: {jobs} PodGroups x {args.gang_size} pods through pyextender")
-        gangs = run_gangs(api, jobs, args.gang_size, args.timeout)
+        rounds = measure_rounds(api, args, mode)
     finally:
         COST.clear()
         cluster.down(quiet=True)
-    return {
-        "mode": mode,
-        "gang_hold": HOLD[0],
-        "baseline": base,
-        "extender_no_gang": plain,
-        "gangs": gangs,
-        "gang_vs_stock_pods_per_s_ratio": gangs["pods_per_s"] / base["pods_per_s"],
-        "extender_vs_stock_pods_per_s_ratio": plain["pods_per_s"] / base["pods_per_s"],
-        **({"narrowed": narrowed} if narrowed else {}),
+    return summarise(mode, rounds)
+
+
+def measure_rounds(api: client.ApiClient, args: argparse.Namespace, mode: str) -> list[Any]:
+    rounds = []
+    for r in range(args.rounds):
+        label = f"{mode} round {r + 1}/{args.rounds}" if args.rounds > 1 else mode
+        rounds.append(measure_round(api, args, label, f"-r{r + 1}" if args.rounds > 1 else ""))
+    return rounds
+
+
+def summarise(mode: str, rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"mode": mode, "gang_hold": HOLD[0], "rounds": rounds}
+    if len(rounds) == 1:
+        out.update(rounds[0])  # one round: its figures at the top level, as before --rounds
+    else:
+        for key in RATIOS:
+            if key in rounds[0]:
+                ratios = [rnd[key] for rnd in rounds]
+                out[key] = float(np.median(ratios))
+                out[key + "_by_round"] = ratios
+    return out
+
+
+STOCK_QPS = 500.0
+"""The stock kube-scheduler's client QPS in the devcluster (devcluster/config.py)."""
+
+VOLCANO = "volcano"
+"""--mode volcano: Volcano's own scheduler (vc-scheduler, built from the volcano.sh/volcano
+Go module) schedules the gangs on its own devcluster, against the same stock baseline:
+the issue's "Volcano's level", measured on this machine instead of quoted."""
+VC_SCHEDULER_NAME = "vc-scheduler"
+"""schedulerName of the gangs Volcano's scheduler takes (not "volcano": the devcluster's
+second kube-scheduler answers to that one; it is stopped in this mode anyway)."""
+VC_CONF = """actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
+"""The actions and plugins of the scheduler ConfigMap Volcano's installer ships."""
+
+
+def measure_volcano(args: argparse.Namespace) -> dict[str, Any]:
+    """Stock baseline and gangs through Volcano's own scheduler, on a devcluster with
+    Volcano's release CRDs (its scheduler writes PodGroup status with a plain update,
+    which our CRDs' status subresource would drop). No pyextender process runs."""
+    vc = build.ensure_binaries(only=["vc-scheduler"])["vc-scheduler"]
+    root = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
+    cluster = Cluster(f"bench-{os.getpid()}-{VOLCANO}", root=root)
+    say(f"starting a devcluster with {args.nodes} nodes and Volcano's CRDs in {root}")
+    st = cluster.up(
+        nodes=args.nodes,
+        shape=NodeShape(cpu="64", memory="512Gi", gpus=8),
+        timeout=600,
+        mode="extender",
+        node_lease_s=3600,
+        crds="volcano-release",
+    )
+    HOLD[0] = VOLCANO
+    try:
+        cluster.stop_role("kube-scheduler-volcano")  # ours (extender config): idle here
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
+        cfg.connection_pool_maxsize = 16
+        api = client.ApiClient(cfg)
+        _default_queue(api)
+        conf = cluster.dir / "vc-scheduler.conf"
+        conf.write_text(VC_CONF)
+        healthz = free_port()
+        cluster.start_process(
+            "vc-scheduler",
+            [
+                str(vc),
+                f"--kubeconfig={st.kubeconfig}",
+                f"--scheduler-conf={conf}",
+                f"--scheduler-name={VC_SCHEDULER_NAME}",
+                "--leader-elect=false",
+                "--enable-healthz=true",
+                f"--healthz-address=127.0.0.1:{healthz}",
+                f"--listen-address=127.0.0.1:{free_port()}",
+                "--cache-dumper=false",
+                # its informer on numatopologies would never sync: the devcluster installs
+                # the release's other CRDs, not that one (devcluster/upstream_crds.py)
+                "--feature-gates=ResourceTopology=false",
+            ],
+        )
+        _wait_healthy(cluster, "vc-scheduler", f"http://127.0.0.1:{healthz}/healthz", 120.0)
+        if args.stock_client_qps:
+            throttle_stock(cluster, args.stock_client_qps)
+        profiles = Path(args.profile_dir) / VOLCANO if args.profile_dir else None
+        COST[:] = [PhaseCost(api, str(cluster.dir), profiles, args.profile_seconds)]
+        if args.shapes:
+            return {"mode": VOLCANO, "gang_hold": HOLD[0], "shapes": measure_shapes(api, args)}
+        rounds = measure_rounds(api, args, VOLCANO)
+    finally:
+        COST.clear()
+        cluster.down(quiet=True)
+    return summarise(VOLCANO, rounds)
+
+
+def _default_queue(api: client.ApiClient) -> None:
+    """Volcano's scheduler puts a PodGroup without a queue in "default", which Volcano's
+    controllers would create; none of them runs here."""
+    body = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "default"},
+        "spec": {"weight": 1, "reclaimable": True},
     }
+    try:
+        client.CustomObjectsApi(api).create_cluster_custom_object(
+            "scheduling.volcano.sh", "v1beta1", "queues", body
+        )
+    except ApiException as exc:
+        if exc.status != 409:  # already there
+            raise
+
+
+def throttle_stock(cluster: Cluster, qps: float) -> None:
+    """Restart the stock kube-scheduler with client QPS ``qps`` (burst twice that) instead
+    of the devcluster's 500 / 1,000. kube-scheduler's own default is 50 / 100: each bind
+    and each event is a request, so a stock baseline left at that default is capped
+    near 50 pods/s, however fast the cluster."""
+    st = cluster.state
+    assert st is not None
+    path = cluster.dir / "kube-scheduler-default.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["clientConnection"].update(qps=qps, burst=int(2 * qps))
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    cluster.restart_role("kube-scheduler-default", signal.SIGTERM)
+    port = st.ports["sched_default"]
+    _wait_healthy(cluster, "kube-scheduler-default", f"https://127.0.0.1:{port}/healthz", 60.0)
+    say(f"stock kube-scheduler restarted with client qps {qps:g}, burst {int(2 * qps)}")
+
+
+def _wait_healthy(cluster: Cluster, role: str, url: str, timeout: float) -> None:
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE  # our own devcluster's self-signed serving cert
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1, context=insecure) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit(f"{role} not healthy after {timeout:.0f}s; see {cluster.dir}/logs/{role}.log")
+
+
+RATIOS = ("gang_vs_stock_pods_per_s_ratio", "extender_vs_stock_pods_per_s_ratio")
+"""The ratios to the stock baseline of the same round; with --rounds N their median."""
+
+
+def measure_round(
+    api: client.ApiClient, args: argparse.Namespace, label: str, tag: str
+) -> dict[str, Any]:
+    """Stock baseline, plain pods through our verbs, then gangs: one round, each phase
+    in its own namespace (``tag`` tells rounds apart). Each ratio is to this round's
+    own stock phase, measured a few seconds before on the same cluster."""
+    settle(api)
+    say(f"{label}: baseline, {args.pods} plain pods through the stock kube-scheduler")
+    base = run_plain(api, args.pods, args.timeout, "default-scheduler", "bench-baseline" + tag)
+    volcano = HOLD[0] == VOLCANO
+    plain: dict[str, Any] = {}
+    if not volcano:
+        settle(api)
+        say(f"{label}: {args.pods} plain pods through kube-scheduler + pyextender (no gangs)")
+        plain = run_plain(api, args.pods, args.timeout, "volcano", "bench-extender" + tag)
+    narrowed: dict[str, Any] = {}
+    if args.narrowed and not volcano:
+        say(f"{label}: {args.pods} plain pods, each narrowed to one node, stock and ours")
+        for key, scheduler in (("stock", "default-scheduler"), ("extender", "volcano")):
+            settle(api)
+            narrowed[key] = run_plain(
+                api, args.pods, args.timeout, scheduler, f"narrow-{key}{tag}", args.nodes
+            )
+    jobs = args.pods // args.gang_size
+    settle(api)
+    who = "Volcano's scheduler" if volcano else "pyextender"
+    say(f"{label}: {jobs} PodGroups x {args.gang_size} pods through {who}")
+    scheduler = VC_SCHEDULER_NAME if volcano else "volcano"
+    gangs = run_jobs(api, "bench-gangs" + tag, jobs, args.gang_size, args.timeout, scheduler)
+    out: dict[str, Any] = {"baseline": base}
+    if plain:
+        out["extender_no_gang"] = plain
+        out["extender_vs_stock_pods_per_s_ratio"] = plain["pods_per_s"] / base["pods_per_s"]
+    out["gangs"] = gangs
+    out["gang_vs_stock_pods_per_s_ratio"] = gangs["pods_per_s"] / base["pods_per_s"]
+    if narrowed:
+        out["narrowed"] = narrowed
+    return out
 
 
 def report_shapes(results: list[dict[str, Any]], nodes: int) -> None:
@@ -473,17 +716,20 @@ def report_shapes(results: list[dict[str, Any]], nodes: int) -> None:
                 )
     for res in results:
         worst = min(sh.get("gang_vs_stock_pods_per_s_ratio", 0.0) for sh in res["shapes"])
-        print(
-            f"{res['mode']}: worst gang pods/s vs stock over the shapes {worst:.2f} (goal >= 1.0)"
-        )
+        goal = "" if res["mode"] == VOLCANO else " (goal >= 1.0)"
+        print(f"{res['mode']}: worst gang pods/s vs stock over the shapes {worst:.2f}{goal}")
     print(json.dumps({"bench": "e2e-shapes", "nodes": nodes, "runs": results}))
 
 
 def report_costs(phases: list[tuple[str, str, dict[str, Any]]]) -> None:
     """Per phase: CPU ms per pod by process, and the API writes and reads per pod."""
     progs = ["kube-apiserver", "etcd", "kube-scheduler", "sidecar", "kwok", "bench (client)"]
+    if any(
+        "vc-scheduler" in ((r.get("cost") or {}).get("cpu_ms_per_pod") or {}) for *_, r in phases
+    ):
+        progs.append("vc-scheduler")
     row = "{:<10} {:<6} " + " ".join("{:>9}" for _ in progs) + " {:>7} {:>7}"
-    short = ["apiserver", "etcd", "kube-sch", "sidecar", "kwok", "client"]
+    short = ["apiserver", "etcd", "kube-sch", "sidecar", "kwok", "client", "vc-sched"][: len(progs)]
     print("CPU ms per pod, by process (2 cores shared; the rest in 'other'):")
     print(row.format("mode", "phase", *short, "other", "total"))
     for mode, name, r in phases:
@@ -516,10 +762,11 @@ def report_costs(phases: list[tuple[str, str, dict[str, Any]]]) -> None:
 
 
 def report(results: list[dict[str, Any]], nodes: int) -> None:
-    row = "{:<10} {:<10} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9}"
+    row = "{:<10} {:<6} {:<10} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9}"
     print(
         row.format(
             "mode",
+            "round",
             "phase",
             "pods",
             "pods/s",
@@ -530,47 +777,67 @@ def report(results: list[dict[str, Any]], nodes: int) -> None:
             "vs stock",
         )
     )
+    phases = [("stock", "baseline"), ("plain", "extender_no_gang"), ("gangs", "gangs")]
+    short = {"stock": "stock-1n", "extender": "plain-1n"}  # narrowed to one node
     for res in results:
-        base_rate = res["baseline"]["pods_per_s"]
-        phases = [("stock", "baseline"), ("plain", "extender_no_gang"), ("gangs", "gangs")]
-        short = {"stock": "stock-1n", "extender": "plain-1n"}  # narrowed to one node
-        for name, key in phases + [(short[k], k) for k in res.get("narrowed", {})]:
-            r = res["narrowed"][key] if name.endswith("-1n") else res[key]
-            print(
-                row.format(
-                    res["mode"],
-                    name,
-                    f"{r['pods']:.0f}",
-                    f"{r['pods_per_s']:.1f}",
-                    f"{r['pod_latency_p50_s']:.2f}",
-                    f"{r['pod_latency_p99_s']:.2f}",
-                    f"{r.get('job_all_bound_p50_s', float('nan')):.2f}",
-                    f"{r.get('job_all_bound_p99_s', float('nan')):.2f}",
-                    f"{r['pods_per_s'] / base_rate:.2f}",
+        for i, rnd in enumerate(res["rounds"], 1):
+            base_rate = rnd["baseline"]["pods_per_s"]
+            for name, key in [p for p in phases if p[1] in rnd] + [
+                (short[k], k) for k in rnd.get("narrowed", {})
+            ]:
+                r = rnd["narrowed"][key] if name.endswith("-1n") else rnd[key]
+                print(
+                    row.format(
+                        res["mode"],
+                        str(i),
+                        name,
+                        f"{r['pods']:.0f}",
+                        f"{r['pods_per_s']:.1f}",
+                        f"{r['pod_latency_p50_s']:.2f}",
+                        f"{r['pod_latency_p99_s']:.2f}",
+                        f"{r.get('job_all_bound_p50_s', float('nan')):.2f}",
+                        f"{r.get('job_all_bound_p99_s', float('nan')):.2f}",
+                        f"{r['pods_per_s'] / base_rate:.2f}",
+                    )
                 )
-            )
     report_costs(
         [
-            (res["mode"], name, res[key])
+            (res["mode"], name if len(res["rounds"]) == 1 else f"{name}{i}", rnd[key])
             for res in results
-            for name, key in (
-                ("stock", "baseline"),
-                ("plain", "extender_no_gang"),
-                ("gangs", "gangs"),
-            )
+            for i, rnd in enumerate(res["rounds"], 1)
+            for name, key in phases
+            if key in rnd
         ]
     )
     for res in results:
+        rounds = res["rounds"]
+        spread = max(rnd["gangs"]["gang_bind_spread_p99_s"] for rnd in rounds)
+        plain = ""
+        if "extender_no_gang" in rounds[0]:
+            ratio = _ratio(res, "extender_vs_stock_pods_per_s_ratio")
+            plain = f"plain pods through our verbs {ratio} (goal >= 0.9); "
+        goal = "" if res["mode"] == VOLCANO else " (goal >= 1.0, Volcano's level)"
         print(
             f"{res['mode']}: gang pods/s vs stock kube-scheduler "
-            f"{res['gang_vs_stock_pods_per_s_ratio']:.2f} "
-            f"(goal >= 1.0, Volcano's level); members of one gang bound within "
-            f"{res['gangs']['gang_bind_spread_p99_s']:.2f}s of each other (p99); "
-            f"gang pods held by {HELD_BY[res['gang_hold']]}"
+            f"{_ratio(res, 'gang_vs_stock_pods_per_s_ratio')}{goal}; {plain}"
+            f"members of one gang bound within {spread:.2f}s of each other "
+            f"(p99); gang pods held by {HELD_BY[res['gang_hold']]}"
         )
-        if "stages" in res["gangs"]:
-            report_stages(res["mode"], res["gangs"]["stages"])
+        for i, rnd in enumerate(rounds, 1):
+            if "stages" in rnd["gangs"]:
+                report_stages(res["mode"] if len(rounds) == 1 else f"{res['mode']} round {i}",
+                              rnd["gangs"]["stages"])  # fmt: skip
+    qps = {res["stock_client_qps"] for res in results}
+    print(f"stock kube-scheduler client qps: {', '.join(f'{q:g}' for q in sorted(qps))}")
     print(json.dumps({"bench": "e2e", "nodes": nodes, "runs": results}))
+
+
+def _ratio(res: dict[str, Any], key: str) -> str:
+    """One round's ratio, or the median over the rounds with each round's in brackets."""
+    if len(res["rounds"]) == 1:
+        return f"{res[key]:.2f}"
+    each = " / ".join(f"{r:.2f}" for r in res[key + "_by_round"])
+    return f"{res[key]:.2f} median of {len(res['rounds'])} rounds ({each})"
 
 
 def main() -> None:
@@ -581,9 +848,12 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per phase")
     ap.add_argument(
         "--mode",
-        choices=[*MODES, "both"],
+        choices=[*MODES, VOLCANO, "both", "all"],
         default="extender",
-        help="devcluster mode; 'both' runs extender then framework, one table (default extender)",
+        help="devcluster mode; 'both' runs extender then framework, one table; 'volcano' runs "
+        "the gangs through Volcano's own scheduler instead (vc-scheduler, built from the "
+        "volcano.sh/volcano Go module on first use, ~2 min) against the same stock baseline; "
+        "'all' runs the three (default extender)",
     )
     ap.add_argument(
         "--narrowed",
@@ -627,19 +897,43 @@ def main() -> None:
         "bound, and print p50/p90 per stage (two more watches: not for throughput figures)",
     )
     ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="repeat the default phases (stock, plain, gangs) this many times on the same "
+        "cluster, each ratio against its own round's stock phase, and report the median "
+        "ratio with every round's: one quiet or busy minute then moves one round, not the "
+        "figure (default %(default)s; not with --shapes)",
+    )
+    ap.add_argument(
+        "--stock-client-qps",
+        type=float,
+        default=0.0,
+        help="run the stock kube-scheduler (the baseline) with this client QPS, burst twice "
+        "that, instead of the devcluster's 500 / 1,000; 50 is kube-scheduler's own default, "
+        "which caps the baseline near 50 pods/s (default: leave the devcluster's)",
+    )
+    ap.add_argument(
         "--scale",
         type=float,
         default=0.1,
         help="fraction of the published shapes' pod counts (default %(default)s)",
     )
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, not {args.rounds}")
+    if args.rounds > 1 and args.shapes is not None:
+        ap.error("--rounds repeats the default phases; it does not apply to --shapes")
     STAGES[0] = args.stages
     if args.profile_dir:
         os.environ[APISERVER_PROFILING_ENV] = "1"  # read as each devcluster starts
     if args.shapes is not None and not args.shapes:
         args.shapes = list(SHAPES)
-    modes = list(MODES) if args.mode == "both" else [args.mode]
+    modes = {"both": list(MODES), "all": [*MODES, VOLCANO]}.get(args.mode, [args.mode])
     results = [measure(m, args) for m in modes]
+    for res in results:
+        # the baseline's client rate decides what "vs stock" means (see --stock-client-qps)
+        res["stock_client_qps"] = args.stock_client_qps or STOCK_QPS
     if args.shapes:
         report_shapes(results, args.nodes)
     else:

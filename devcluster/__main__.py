@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             "kwok and helm from the wrapper Go modules into the binary cache "
             "($PYEXTENDER_BIN_CACHE, default ~/.cache/pyextender/bin), one folder per "
             "component and version. Each binary is checked to run (its version command) "
-            "before it enters the cache."
+            "before it enters the cache. Volcano's own scheduler (vc-scheduler, for "
+            "bench/e2e.py --mode volcano) is built only when named: --only vc-scheduler."
         ),
     )
     bld.add_argument(

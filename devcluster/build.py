@@ -28,6 +28,10 @@ SHIM_DIR = Path(__file__).resolve().parent.parent / "shim"
 """The framework shim's Go module (kube-scheduler + the Pyextender plugin)."""
 KUBE_VERSION = "v1.36.3"
 HELM_VERSION = "v3.22.0"
+VOLCANO_VERSION = "v1.10.0"
+"""Volcano's scheduler for bench/e2e.py --mode volcano: the release whose CRDs the
+devcluster installs with crds="volcano-release" (newer tags answer 403 on the Go
+module proxy reachable here)."""
 VERSION_CHECK_TIMEOUT = 60.0  # seconds; a cold start of a 100 MB binary is well under it
 
 
@@ -53,6 +57,9 @@ class Component:
     binaries: tuple[Binary, ...]
     module_dir: Path | None = None
     """Where ``go build`` runs; default ``devcluster/go/<folder>``."""
+    on_demand: bool = False
+    """Built only when asked for by name (``only``): a tool of one bench, not part of
+    the local cluster, so neither ``make binaries`` nor CI spends minutes on it."""
 
     @property
     def workdir(self) -> Path:
@@ -138,6 +145,19 @@ COMPONENTS: tuple[Component, ...] = (
                 ("version", "--short"),
             ),
         ),
+    ),
+    # Volcano's own scheduler, to measure it on the same devcluster (bench/e2e.py)
+    Component(
+        "volcano",
+        VOLCANO_VERSION,
+        (
+            Binary(
+                "vc-scheduler",
+                "volcano.sh/volcano/cmd/scheduler",
+                (f"volcano.sh/volcano/pkg/version.Version={VOLCANO_VERSION}",),
+            ),
+        ),
+        on_demand=True,
     ),
 )
 
@@ -247,7 +267,8 @@ def ensure_binaries(
 ) -> dict[str, Path]:
     """Build whatever is missing (or everything named in ``only`` when ``force``).
 
-    Returns binary name -> path for every known binary (or those in ``only``).
+    Returns binary name -> path for every known binary but the on-demand ones (or
+    for those in ``only``).
     """
     wanted = set(only) if only is not None else None
     if wanted is not None:
@@ -257,6 +278,8 @@ def ensure_binaries(
     announced = False
     for comp in COMPONENTS:
         for b in comp.binaries:
+            if wanted is None and comp.on_demand:
+                continue
             if wanted is not None and b.name not in wanted:
                 continue
             path = binary_path(b.name)

@@ -437,11 +437,21 @@ class Cluster:
         st = self.state
         if st is None:
             raise RuntimeError(f"cluster {self.name!r} is not up")
+        kc = kubeconfig or st.kubeconfig
+        return self.start_process(
+            role, [sys.executable, "-m", "pyextender.cli", *command, f"--kubeconfig={kc}"]
+        )
+
+    def start_process(self, role: str, command: list[str]) -> int:
+        """Run ``command`` as process ``role``: its output in ``logs/<role>.log``, stopped
+        by ``down`` with the rest. For a program a bench runs against the cluster (e.g.
+        Volcano's own scheduler); returns the pid."""
+        st = self.state
+        if st is None:
+            raise RuntimeError(f"cluster {self.name!r} is not up")
         if role in st.pids and _alive(st.pids[role]):
             raise RuntimeError(f"{role} is already running (pid {st.pids[role]})")
-        kc = kubeconfig or st.kubeconfig
-        cmd = [sys.executable, "-m", "pyextender.cli", *command, f"--kubeconfig={kc}"]
-        self._spawn(st, role, cmd)
+        self._spawn(st, role, command)
         return st.pids[role]
 
     def start_sidecar(

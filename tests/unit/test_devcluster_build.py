@@ -132,3 +132,24 @@ def test_a_failed_go_build_leaves_nothing(fake_env: Path) -> None:
         build.build_one(comp, binary, quiet=True)
     assert not build.binary_path("kwok").exists()
     assert list(build.binary_path("kwok").parent.iterdir()) == []
+
+
+def test_volcanos_scheduler_is_built_only_when_named(fake_env: Path) -> None:
+    """vc-scheduler serves one bench (bench/e2e.py --mode volcano): building every
+    binary (make binaries, CI) must not pay for it, naming it must build it."""
+    # every default binary "cached": a go that would build anything fails the test
+    for comp in build.COMPONENTS:
+        for b in comp.binaries:
+            if not comp.on_demand:
+                build.binary_path(b.name).parent.mkdir(parents=True, exist_ok=True)
+                build.binary_path(b.name).write_text("")
+    (fake_env / "go").write_text("#!/bin/sh\nexit 3\n")
+    (fake_env / "go").chmod(0o755)
+    everything = build.ensure_binaries(quiet=True)
+    assert "vc-scheduler" not in everything
+    assert {"etcd", "kube-apiserver", "kube-scheduler", "kwok", "helm"} <= set(everything)
+    _fake_go(fake_env, "#!/bin/sh\necho 'API Version: v1alpha1'")
+    built = build.ensure_binaries(quiet=True, only=["vc-scheduler"])
+    assert built == {"vc-scheduler": build.binary_path("vc-scheduler")}
+    assert built["vc-scheduler"].parent.name == f"volcano-{build.VOLCANO_VERSION}"
+    assert built["vc-scheduler"].is_file()
