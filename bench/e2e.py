@@ -63,6 +63,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -113,11 +114,14 @@ def settle(api: client.ApiClient) -> None:
     previous round's PodGroup writes (0.05 per pod), in favour of the gangs' ratio."""
     start = time.monotonic()
 
-    def writes() -> int:
+    def writes() -> Counter[str]:
         counts = api_requests(api)
-        return sum(n for k, n in counts.items() if k.split()[0] in MUTATING and "leases" not in k)
+        return Counter(
+            {k: n for k, n in counts.items() if k.split()[0] in MUTATING and "leases" not in k}
+        )
 
-    last, quiet_since = writes(), time.monotonic()
+    first = last = writes()
+    quiet_since = time.monotonic()
     while time.monotonic() - start < SETTLE_MAX_S:
         time.sleep(0.25)
         now = writes()
@@ -125,7 +129,8 @@ def settle(api: client.ApiClient) -> None:
             last, quiet_since = now, time.monotonic()
         elif time.monotonic() - quiet_since >= SETTLE_QUIET_S:
             return
-    say(f"the API server still took writes {SETTLE_MAX_S:.0f}s after the phase; going on")
+    going = ", ".join(f"{k} {n}" for k, n in (last - first).most_common(4))
+    say(f"the API server still took writes {SETTLE_MAX_S:.0f}s after the phase ({going}); going on")
 
 
 def _cost_start(label: str) -> None:
