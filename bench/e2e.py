@@ -57,12 +57,10 @@ import argparse
 import json
 import os
 import signal
-import ssl
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -454,13 +452,11 @@ def _shape(
     return row
 
 
-def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Baseline, plain extender pods and gangs on one fresh cluster of ``mode``."""
-    if mode == VOLCANO:
-        return measure_volcano(args)
+def cluster_up(args: argparse.Namespace, name: str, mode: str, crds: str) -> tuple[Cluster, Any]:
+    """A fresh devcluster of ``args.nodes`` kwok nodes (8 GPUs each) in a new folder."""
     root = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
-    cluster = Cluster(f"bench-{os.getpid()}-{mode}", root=root)
-    say(f"starting a {mode}-mode devcluster with {args.nodes} nodes in {root}")
+    cluster = Cluster(f"bench-{os.getpid()}-{name}", root=root)
+    say(f"starting a {mode}-mode devcluster ({crds} CRDs) with {args.nodes} nodes in {root}")
     st = cluster.up(
         nodes=args.nodes,
         shape=NodeShape(cpu="64", memory="512Gi", gpus=8),
@@ -469,7 +465,16 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         # no Lease renewal burst (a PUT per node in one second, every lease/4) inside
         # a measured phase: it landed in some phases and not others, ~1 write per pod
         node_lease_s=3600,
+        crds=crds,
     )
+    return cluster, st
+
+
+def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Baseline, plain extender pods and gangs on one fresh cluster of ``mode``."""
+    if mode == VOLCANO:
+        return measure_volcano(args)
+    cluster, st = cluster_up(args, mode, mode, "ours")
     HOLD[0] = args.framework_barrier if mode == "framework" else "gate"
     try:
         cluster.start_sidecar(["--log-level=warning"])
@@ -478,17 +483,23 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
         cfg.connection_pool_maxsize = 16
         api = client.ApiClient(cfg)
-        if args.stock_client_qps:
-            throttle_stock(cluster, args.stock_client_qps)
-        profiles = Path(args.profile_dir) / mode if args.profile_dir else None
-        COST[:] = [PhaseCost(api, str(cluster.dir), profiles, args.profile_seconds)]
-        if args.shapes:
-            return {"mode": mode, "gang_hold": HOLD[0], "shapes": measure_shapes(api, args)}
-        rounds = measure_rounds(api, args, mode)
+        return measure_on(cluster, api, args, mode)
     finally:
         COST.clear()
         cluster.down(quiet=True)
-    return summarise(mode, rounds)
+
+
+def measure_on(
+    cluster: Cluster, api: client.ApiClient, args: argparse.Namespace, mode: str
+) -> dict[str, Any]:
+    """The shapes, or the rounds of the default phases, on a cluster that is up."""
+    if args.stock_client_qps:
+        throttle_stock(cluster, args.stock_client_qps)
+    profiles = Path(args.profile_dir) / mode if args.profile_dir else None
+    COST[:] = [PhaseCost(api, str(cluster.dir), profiles, args.profile_seconds)]
+    if args.shapes:
+        return {"mode": mode, "gang_hold": HOLD[0], "shapes": measure_shapes(api, args)}
+    return summarise(mode, measure_rounds(api, args, mode))
 
 
 def measure_rounds(api: client.ApiClient, args: argparse.Namespace, mode: str) -> list[Any]:
@@ -543,17 +554,7 @@ def measure_volcano(args: argparse.Namespace) -> dict[str, Any]:
     Volcano's release CRDs (its scheduler writes PodGroup status with a plain update,
     which our CRDs' status subresource would drop). No pyextender process runs."""
     vc = build.ensure_binaries(only=["vc-scheduler"])["vc-scheduler"]
-    root = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
-    cluster = Cluster(f"bench-{os.getpid()}-{VOLCANO}", root=root)
-    say(f"starting a devcluster with {args.nodes} nodes and Volcano's CRDs in {root}")
-    st = cluster.up(
-        nodes=args.nodes,
-        shape=NodeShape(cpu="64", memory="512Gi", gpus=8),
-        timeout=600,
-        mode="extender",
-        node_lease_s=3600,
-        crds="volcano-release",
-    )
+    cluster, st = cluster_up(args, VOLCANO, "extender", "volcano-release")
     HOLD[0] = VOLCANO
     try:
         cluster.stop_role("kube-scheduler-volcano")  # ours (extender config): idle here
@@ -582,18 +583,11 @@ def measure_volcano(args: argparse.Namespace) -> dict[str, Any]:
                 "--feature-gates=ResourceTopology=false",
             ],
         )
-        _wait_healthy(cluster, "vc-scheduler", f"http://127.0.0.1:{healthz}/healthz", 120.0)
-        if args.stock_client_qps:
-            throttle_stock(cluster, args.stock_client_qps)
-        profiles = Path(args.profile_dir) / VOLCANO if args.profile_dir else None
-        COST[:] = [PhaseCost(api, str(cluster.dir), profiles, args.profile_seconds)]
-        if args.shapes:
-            return {"mode": VOLCANO, "gang_hold": HOLD[0], "shapes": measure_shapes(api, args)}
-        rounds = measure_rounds(api, args, VOLCANO)
+        cluster.wait_ready("vc-scheduler", f"http://127.0.0.1:{healthz}/healthz", 120.0)
+        return measure_on(cluster, api, args, VOLCANO)
     finally:
         COST.clear()
         cluster.down(quiet=True)
-    return summarise(VOLCANO, rounds)
 
 
 def _default_queue(api: client.ApiClient) -> None:
@@ -627,24 +621,8 @@ def throttle_stock(cluster: Cluster, qps: float) -> None:
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     cluster.restart_role("kube-scheduler-default", signal.SIGTERM)
     port = st.ports["sched_default"]
-    _wait_healthy(cluster, "kube-scheduler-default", f"https://127.0.0.1:{port}/healthz", 60.0)
+    cluster.wait_ready("kube-scheduler-default", f"https://127.0.0.1:{port}/healthz", 60.0)
     say(f"stock kube-scheduler restarted with client qps {qps:g}, burst {int(2 * qps)}")
-
-
-def _wait_healthy(cluster: Cluster, role: str, url: str, timeout: float) -> None:
-    insecure = ssl.create_default_context()
-    insecure.check_hostname = False
-    insecure.verify_mode = ssl.CERT_NONE  # our own devcluster's self-signed serving cert
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=1, context=insecure) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit(f"{role} not healthy after {timeout:.0f}s; see {cluster.dir}/logs/{role}.log")
 
 
 RATIOS = ("gang_vs_stock_pods_per_s_ratio", "extender_vs_stock_pods_per_s_ratio")

@@ -474,19 +474,29 @@ class Cluster:
     def wait_sidecar_ready(self, timeout: float = 60.0) -> None:
         st = self.state
         assert st is not None
+        self.wait_ready("sidecar", f"{st.extender_url}/readyz", timeout)
+
+    def wait_ready(self, role: str, url: str, timeout: float = 60.0) -> None:
+        """Until ``url`` answers 200; fails at once if process ``role`` has exited. An
+        https URL is our own devcluster's (self-signed serving certificate: not verified)."""
+        st = self.state
+        assert st is not None
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            pid = st.pids.get("sidecar")
+            pid = st.pids.get(role)
             if pid is not None and not _alive(pid):
-                raise RuntimeError(f"sidecar exited; see {st.logs}/sidecar.log")
+                raise RuntimeError(f"{role} exited; see {st.logs}/{role}.log")
             try:
-                with urllib.request.urlopen(f"{st.extender_url}/readyz", timeout=1) as r:
+                with urllib.request.urlopen(url, timeout=1, context=insecure) as r:
                     if r.status == 200:
                         return
             except Exception:
                 pass
             time.sleep(0.2)
-        raise TimeoutError(f"sidecar not ready after {timeout:.0f}s; see {st.logs}/sidecar.log")
+        raise TimeoutError(f"{role} not ready after {timeout:.0f}s; see {st.logs}/{role}.log")
 
     def stop_role(self, role: str, sig: int = signal.SIGTERM) -> None:
         st = self.state
