@@ -274,7 +274,7 @@ def run_plain(
 
 def podgroup(name: str, size: int) -> dict[str, Any]:
     spec: dict[str, Any] = {"minMember": size}
-    if HOLD[0] == "volcano":
+    if HOLD[0] == VOLCANO:
         spec["queue"] = "default"  # Volcano's admission webhook would set it; none runs here
     return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"name": name}, "spec": spec}  # fmt: skip
@@ -476,6 +476,14 @@ def cluster_up(args: argparse.Namespace, name: str, mode: str, crds: str) -> tup
     return cluster, st
 
 
+def bench_client(kubeconfig: str) -> client.ApiClient:
+    """The bench's own API client (creates pods, watches binds)."""
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    cfg.connection_pool_maxsize = 16
+    return client.ApiClient(cfg)
+
+
 def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     """Baseline, plain extender pods and gangs on one fresh cluster of ``mode``."""
     if mode == VOLCANO:
@@ -485,10 +493,7 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     try:
         cluster.start_sidecar(["--log-level=warning"])
         cluster.wait_sidecar_ready(timeout=120)
-        cfg = client.Configuration()
-        config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
-        cfg.connection_pool_maxsize = 16
-        api = client.ApiClient(cfg)
+        api = bench_client(st.kubeconfig)
         return measure_on(cluster, api, args, mode)
     finally:
         COST.clear()
@@ -564,10 +569,7 @@ def measure_volcano(args: argparse.Namespace) -> dict[str, Any]:
     HOLD[0] = VOLCANO
     try:
         cluster.stop_role("kube-scheduler-volcano")  # ours (extender config): idle here
-        cfg = client.Configuration()
-        config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
-        cfg.connection_pool_maxsize = 16
-        api = client.ApiClient(cfg)
+        api = bench_client(st.kubeconfig)
         _default_queue(api)
         conf = cluster.dir / "vc-scheduler.conf"
         conf.write_text(VC_CONF)
