@@ -29,7 +29,8 @@ v1.10.0, built from the volcano.sh/volcano Go module into the binary cache on fi
 use, with the scheduler config Volcano's installer ships), on a devcluster with
 Volcano's release CRDs and no pyextender process, against the same stock
 baseline: "Volcano's level" measured on this machine. --mode all runs extender,
-framework and volcano, one table.
+framework and volcano, one table. Volcano schedules in sessions, one per second by
+default; --vc-schedule-period S changes that.
 
 --shapes [single medium large huge] runs instead the scenario shapes of public
 batch-scheduler comparisons (SHAPES: 5000 x 1, 500 x 20, 20 x 500, 1 x 10000 pods,
@@ -589,6 +590,7 @@ def measure_volcano(args: argparse.Namespace) -> dict[str, Any]:
                 # its informer on numatopologies would never sync: the devcluster installs
                 # the release's other CRDs, not that one (devcluster/upstream_crds.py)
                 "--feature-gates=ResourceTopology=false",
+                f"--schedule-period={args.vc_schedule_period:g}s",
             ],
         )
         cluster.wait_ready("vc-scheduler", f"http://127.0.0.1:{healthz}/healthz", 120.0)
@@ -905,6 +907,14 @@ def main() -> None:
         "which caps the baseline near 50 pods/s (default: leave the devcluster's)",
     )
     ap.add_argument(
+        "--vc-schedule-period",
+        type=float,
+        default=1.0,
+        help="--mode volcano: seconds between Volcano's scheduling sessions (default "
+        "%(default)s, Volcano's own); a shorter period lets a gang that arrives just after "
+        "a session start sooner, at the cost of more sessions",
+    )
+    ap.add_argument(
         "--scale",
         type=float,
         default=0.1,
@@ -925,6 +935,8 @@ def main() -> None:
     for res in results:
         # the baseline's client rate decides what "vs stock" means (see --stock-client-qps)
         res["stock_client_qps"] = args.stock_client_qps or STOCK_QPS
+        if res["mode"] == VOLCANO:
+            res["vc_schedule_period_s"] = args.vc_schedule_period
     if args.shapes:
         report_shapes(results, args.nodes)
     else:
