@@ -104,9 +104,9 @@ SETTLE_QUIET_S = 1.0
 """A phase starts once the API server has taken no write (leases aside) for this long."""
 SETTLE_MAX_S = 60.0
 """...or after this long at most (a cluster that never goes quiet is reported, not waited
-on). Volcano's scheduler went on writing for over 10 s after its gang phase (~480 event
-PATCHes and ~40 PodGroup updates for 400 pods): a shorter cap let them land in the next
-round's stock phase, in Volcano's favour."""
+on). Volcano's scheduler went on writing for 22 s after its 400-pod gang phase (~1,100 event
+PATCHes, ~40-80 PodGroup updates) and 36 s after 500 single-pod jobs: a 10 s cap let those
+writes land in the next round's stock phase, in Volcano's favour."""
 
 
 def settle(api: client.ApiClient) -> None:
@@ -123,6 +123,10 @@ def settle(api: client.ApiClient) -> None:
         )
 
     first = last = writes()
+
+    def late() -> str:
+        return ", ".join(f"{k} {n}" for k, n in (last - first).most_common(4))
+
     quiet_since = time.monotonic()
     while time.monotonic() - start < SETTLE_MAX_S:
         time.sleep(0.25)
@@ -131,11 +135,11 @@ def settle(api: client.ApiClient) -> None:
             last, quiet_since = now, time.monotonic()
         elif time.monotonic() - quiet_since >= SETTLE_QUIET_S:
             if quiet_since - start > 5.0:
-                late = ", ".join(f"{k} {n}" for k, n in (last - first).most_common(4))
-                say(f"writes went on for {quiet_since - start:.0f}s after the phase ({late})")
+                say(f"writes went on for {quiet_since - start:.0f}s after the phase ({late()})")
             return
-    going = ", ".join(f"{k} {n}" for k, n in (last - first).most_common(4))
-    say(f"the API server still took writes {SETTLE_MAX_S:.0f}s after the phase ({going}); going on")
+    say(
+        f"the API server still took writes {SETTLE_MAX_S:.0f}s after the phase ({late()}); going on"
+    )
 
 
 def _cost_start(label: str) -> None:
@@ -273,12 +277,24 @@ def run_plain(
     }
 
 
-def podgroup(name: str, size: int) -> dict[str, Any]:
+def create_group(custom: client.CustomObjectsApi, ns: str, name: str, size: int) -> None:
+    """A PodGroup of minMember ``size`` (in queue "default" for Volcano's scheduler: its
+    admission webhook would set that, and none runs here)."""
     spec: dict[str, Any] = {"minMember": size}
     if HOLD[0] == VOLCANO:
-        spec["queue"] = "default"  # Volcano's admission webhook would set it; none runs here
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        spec["queue"] = "default"
+    body = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"name": name}, "spec": spec}  # fmt: skip
+    custom.create_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", ns, "podgroups", body
+    )
+
+
+def gang_scheduler() -> tuple[str, str]:
+    """(who schedules the gangs, their schedulerName) in the running mode."""
+    if HOLD[0] == VOLCANO:
+        return "Volcano's scheduler", VC_SCHEDULER_NAME
+    return "pyextender", "volcano"
 
 
 def run_jobs(
@@ -314,9 +330,7 @@ def run_jobs(
         group = f"job-{j}"
         job_created[group] = time.monotonic()
         if gang:
-            custom.create_namespaced_custom_object(
-                "scheduling.volcano.sh", "v1beta1", ns, "podgroups", podgroup(group, size)
-            )
+            create_group(custom, ns, group, size)
         for i in range(size):
             name = f"{group}-{i}"
             created[name] = time.monotonic()
@@ -338,13 +352,7 @@ def run_jobs(
             for j in range(jobs):
                 job_created[f"job-{j}"] = time.monotonic()
                 if gang:
-                    custom.create_namespaced_custom_object(
-                        "scheduling.volcano.sh",
-                        "v1beta1",
-                        ns,
-                        "podgroups",
-                        podgroup(f"job-{j}", size),
-                    )
+                    create_group(custom, ns, f"job-{j}", size)
             list(ex.map(make_member, [(j, i) for j in range(jobs) for i in range(size)]))
     total = jobs * size
     ok = watch.wait(total, timeout)
@@ -449,9 +457,7 @@ def _shape(
         row["extender_no_gang"] = plain
         row["extender_vs_stock_pods_per_s_ratio"] = plain["pods_per_s"] / base["pods_per_s"]
     settle(api)
-    who, scheduler = (
-        ("Volcano's scheduler", VC_SCHEDULER_NAME) if volcano else ("pyextender", "volcano")
-    )
+    who, scheduler = gang_scheduler()
     say(f"shape {name}: {jobs} PodGroups x {size} pods through {who}")
     gangs = run_jobs(api, f"gangs-{name}", jobs, size, args.timeout, scheduler)
     row["gangs"] = gangs
@@ -664,9 +670,8 @@ def measure_round(
             )
     jobs = args.pods // args.gang_size
     settle(api)
-    who = "Volcano's scheduler" if volcano else "pyextender"
+    who, scheduler = gang_scheduler()
     say(f"{label}: {jobs} PodGroups x {args.gang_size} pods through {who}")
-    scheduler = VC_SCHEDULER_NAME if volcano else "volcano"
     gangs = run_jobs(api, "bench-gangs" + tag, jobs, args.gang_size, args.timeout, scheduler)
     out: dict[str, Any] = {"baseline": base}
     if plain:
