@@ -24,6 +24,8 @@ Handler = Callable[[str, Obj | None, Obj | None], None]
 IndexFn = Callable[[Obj], Iterable[str]]
 
 MAX_TOMBSTONES = 10_000
+"""Uids of deleted objects remembered (oldest forgotten first); uids never come back,
+so a remembered one only ever stops a stale copy."""
 
 
 def meta(obj: Obj) -> dict[str, Any]:
@@ -67,7 +69,8 @@ class Store:
         self._index_fns: dict[str, IndexFn] = {}
         self._indexes: dict[str, dict[str, set[str]]] = {}
         self.informer: Informer | None = None
-        self._deleted_uids: set[str] = set()
+        self._deleted_uids: dict[str, None] = {}
+        """Uids deleted (by us, or seen deleted by the watch), in deletion order."""
         """UIDs we deleted and forgot whose DELETED event has not come yet: an update
         still in flight for them must not bring them back."""
 
@@ -134,7 +137,6 @@ class Store:
     def replace(self, items: list[Obj]) -> None:
         """A full (re-)list: objects missing from it were deleted meanwhile."""
         fresh = {key_of(o): o for o in items}
-        self._deleted_uids.clear()
         for key in [k for k in self.objects if k not in fresh]:
             self._notify(key, self._put(key, None), None)
         for key, obj in fresh.items():
@@ -145,17 +147,14 @@ class Store:
         key = key_of(obj)
         current = self.objects.get(key)
         uid = str(meta(obj).get("uid") or "")
-        if uid in self._deleted_uids:
-            if kind == "DELETED":
-                self._deleted_uids.discard(uid)
-            return
         if kind == "DELETED":
-            if current is None:
-                return
-            if meta(current).get("uid") != meta(obj).get("uid"):
-                return  # a new object of the same name already replaced it
+            self._tombstone(uid)
+            if current is None or meta(current).get("uid") != meta(obj).get("uid"):
+                return  # gone already, or a new object of the same name replaced it
             self._notify(key, self._put(key, None), None)
             return
+        if uid in self._deleted_uids:
+            return  # an update to an object already deleted (in flight when it went)
         if current is not None and not _newer(obj, current):
             return  # not newer than what we hold (e.g. the echo of our own write)
         self._notify(key, self._put(key, obj), obj)
@@ -169,6 +168,12 @@ class Store:
         """
         if not obj:
             return
+        if str(meta(obj).get("uid") or "") in self._deleted_uids:
+            # the reply of a write that was in flight when the object was deleted (a
+            # status patch racing a job's restart): holding it again would show a
+            # deleted PodGroup as alive, and the next run's pods would be created for
+            # it, ungated, with no PodGroup behind them
+            return
         key = key_of(obj)
         current = self.objects.get(key)
         if current is None and only_if_present:
@@ -181,7 +186,12 @@ class Store:
         """Drop an object we deleted, and tell the handlers."""
         old = self._put(key, None)
         if old is not None:
-            if len(self._deleted_uids) >= MAX_TOMBSTONES:
-                self._deleted_uids.clear()  # a relist repairs anything this forgets
-            self._deleted_uids.add(str(meta(old).get("uid") or ""))
+            self._tombstone(str(meta(old).get("uid") or ""))
             self._notify(key, old, None)
+
+    def _tombstone(self, uid: str) -> None:
+        if not uid:
+            return
+        self._deleted_uids[uid] = None
+        if len(self._deleted_uids) > MAX_TOMBSTONES:
+            del self._deleted_uids[next(iter(self._deleted_uids))]

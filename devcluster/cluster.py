@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -60,11 +61,44 @@ def default_root() -> Path:
     return Path(os.environ.get(ROOT_ENV, ".devcluster")).resolve()
 
 
+LISTEN_PORTS = (20000, 32767)
+"""Where free_port looks first: below Linux's default ephemeral range (32768-60999),
+from which every outgoing connection takes its local port. A port picked from that
+range is free when picked but may be taken by some connection before the server
+binds it (kube-apiserver then fails with "address already in use")."""
+
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
+    """A port on 127.0.0.1 nobody listens on, outside the ephemeral range when there is
+    room, and never the same twice in one process (callers bind later, not at once)."""
+    low, high = _ephemeral_range()
+    candidates = [p for p in range(*LISTEN_PORTS) if not low <= p <= high]
+    rng = random.Random()
+    for port in rng.sample(candidates, min(200, len(candidates))):
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
         return port
+    with socket.socket() as s:  # the whole range is busy: any free port
+        s.bind(("127.0.0.1", 0))
+        got: int = s.getsockname()[1]
+    _handed_out.add(got)
+    return got
 
 
 @dataclass(slots=True)

@@ -222,6 +222,16 @@ class ClusterCache:
         name = pod.group_name
         return sys.intern(f"{pod.namespace}/{name}") if name else ""
 
+    def missing_group(self, pod: PodInfo) -> str:
+        """Why a pod naming a PodGroup may not be placed or bound: the PodGroup is not
+        known (not created yet, deleted, or our watch has not shown it); "" when the pod
+        names none or it is known. As Volcano, a gang member never runs without its
+        PodGroup: binding it alone would run part of a gang."""
+        key = self.group_of(pod)
+        if not key or key in self.groups:
+            return ""
+        return f"PodGroup {key} does not exist (yet): its pods wait for it"
+
     def succeeded_members(self, group_key: str) -> int:
         """Members of the PodGroup that Succeeded (and still exist)."""
         return self.succeeded.count(group_key)

@@ -10,6 +10,10 @@ being bound with the rest. If the gang does not assemble in time, the held
 binds fail, kube-scheduler forgets its assumptions and retries later, and no
 partial gang ever runs.
 
+A pod that names a PodGroup the cache does not know is never bound (as Volcano,
+which schedules no pod without its PodGroup): it could be part of a gang whose
+other members are nowhere near placed. Its bind fails and kube-scheduler retries.
+
 Only live waiters count toward the quorum: a waiter whose pod was deleted, or
 whose caller went away (kube-scheduler's request timed out or its connection
 closed: the HTTP layer cancels the wait), is dropped before it can help
@@ -37,7 +41,7 @@ RETRY_PAUSE_S = 0.05
 
 Outcome = tuple[str, str]
 """(result, error): result is bound, already_bound, conflict, error, gang_timeout,
-abandoned, superseded ...; error is "" on success."""
+abandoned, superseded, no_podgroup ...; error is "" on success."""
 BindFn = Callable[[], Awaitable[Outcome]]
 SettleFn = Callable[[Outcome], None]
 """Told the final outcome of one bind exactly once, whoever is still listening
@@ -113,6 +117,10 @@ class GangBarrier:
         """Bind ``pod`` with ``bind`` once its gang may run; the outcome of its bind,
         or ("gang_timeout", why) when the gang did not assemble in time. ``settle``
         hears the final outcome even when this call is cancelled (caller gone)."""
+        if why := self.cache.missing_group(pod):
+            out = ("no_podgroup", why)
+            settle(out)
+            return out
         key = self.cache.group_of(pod)
         group = self.cache.groups.get(key) if key else None
         if group is None or group.min_member <= 1:

@@ -58,8 +58,7 @@ def quorum(cache: ClusterCache, pod: PodInfo, waiting: Iterable[str]) -> Quorum:
     key = cache.group_of(pod)
     group = cache.groups.get(key) if key else None
     if group is None or group.min_member <= 1:
-        # no gang to wait for (a pod of an unknown PodGroup is never gated to here:
-        # the enqueue action lifts the gate only for admitted groups)
+        # no gang to wait for (the caller refuses a pod of an unknown PodGroup first)
         return Quorum(key, 1, 0)
     # members that Succeeded count too (a late elastic member must not wait for
     # minMember new ones)

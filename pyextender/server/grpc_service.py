@@ -166,9 +166,9 @@ class SchedulerService:
         """UNSCHEDULABLE_AND_UNRESOLVABLE when the pod's PodGroup does not exist; UNSCHEDULABLE
         while it is held at the gang barrier (the shim's PreEnqueue normally keeps such a
         pod out of the cycle; this covers a release the shim heard of before we did)."""
+        if why := self.ext.cache.missing_group(pod):
+            return _status(pb.UNSCHEDULABLE_AND_UNRESOLVABLE, why)
         key = self.ext.cache.group_of(pod)
-        if key and key not in self.ext.cache.groups:
-            return _status(pb.UNSCHEDULABLE_AND_UNRESOLVABLE, f"PodGroup {key} does not exist")
         if BARRIER_GATE in pod.gates:
             return _status(pb.UNSCHEDULABLE, f"held at the gang barrier: {key} not released yet")
         return None
@@ -408,6 +408,11 @@ class SchedulerService:
     def _permit(self, pod: PodInfo, node: str, waiting: Iterable[str]) -> Any:
         """The Permit answer for ``pod`` reserved on ``node`` (at Permit, or at Reserve
         when the shim asks for it there)."""
+        if why := self.ext.cache.missing_group(pod):
+            # gone since PreFilter (a job restarting drops its PodGroup): never bind a
+            # member of a gang on its own
+            self.ext._decide(pod.key, "permit", via="grpc", node=node, result="reject", error=why)
+            return pb.PermitResponse(status=_status(pb.UNSCHEDULABLE, why))
         q = quorum(self.ext.cache, pod, waiting)
         if q.reached:
             status, why = _OK, ""

@@ -207,10 +207,17 @@ class Extender:
             return ""
         return f"held at the gang barrier: PodGroup {self.cache.group_of(cached)} not released yet"
 
+    def waits(self, pod: PodInfo) -> str:
+        """Why the filter places the pod on no node yet, else "": held at the barrier, or
+        (ours) its PodGroup is not known. An error, not failed nodes: kube-scheduler
+        retries after its backoff (1-10 s) instead of parking the pod until some
+        cluster event, and a PodGroup our watch shows late costs one retry."""
+        return self.held(pod) or (self.cache.missing_group(pod) if self._ours(pod) else "")
+
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
         pod = self._pod(args.Pod)
         names = _node_names(args)
-        if why := self.held(pod):
+        if why := self.waits(pod):
             return ExtenderFilterResult(Error=why)
         if not self._ours(pod):
             # Not our pod (a misconfigured scheduler sent it): do not interfere.
@@ -321,7 +328,7 @@ class Extender:
         if got is None:
             return _encode(self.filter(self._wire_args(wire)))
         pod, rows, known, unknown, records = got
-        if why := self.held(pod):
+        if why := self.waits(pod):
             return _encode(ExtenderFilterResult(Error=why))
         ctx = self._context(pod)
         outcome = self.profile.filter(ctx, rows)

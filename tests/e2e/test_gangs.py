@@ -39,6 +39,7 @@ from tests.e2e.kube import (
     gpus_per_node,
     metrics,
     pod,
+    podgroup,
     priority_class,
     queue,
     wait_for,
@@ -177,6 +178,35 @@ def test_a_pod_without_a_podgroup_goes_through_the_sidecar(env: Env) -> None:
     index = (got.metadata.annotations or {}).get("pyextender.io/gpu-index", "")
     chosen = index.split(",")
     assert len(chosen) == 2 and len(set(chosen)) == 2 and all(g.isdigit() for g in chosen), index
+
+
+def test_a_member_of_a_missing_podgroup_waits_for_it(env: Env) -> None:
+    """Pods that name a PodGroup nobody created yet, and no gate (a Job's next run
+    created before its PodGroup, or an operator that creates them out of order):
+    as Volcano, none runs without its PodGroup, so a gang is never started in part,
+    and kube-scheduler's event says which PodGroup is missing. In extender mode the
+    filter answers with an error, so kube-scheduler tries again within its backoff
+    (<= 10 s) and the gang goes once its PodGroup exists."""
+    core, api, namespace = env.core, env.api, env.namespace
+    names = ["later-0", "later-1"]
+    for name in names:
+        m = pod(name, namespace, gpus=4)
+        m["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "later"}
+        create(core, m)
+    sampler = Sampler(lambda: bound_of(core, namespace, names))
+    want = f"PodGroup {namespace}/later does not exist"
+
+    def said() -> list[str]:
+        events = core.list_namespaced_event(namespace, field_selector="reason=FailedScheduling")
+        return [e.message for e in events.items if want in (e.message or "")]
+
+    wait_for("a FailedScheduling event naming the PodGroup", said, timeout=30)
+    time.sleep(2)
+    assert sampler.close() and max(sampler.seen) == 0, "a member bound without its PodGroup"
+    if env.mode == "framework":
+        return  # PreFilter: unresolvable; the pod waits for an event that retries it
+    podgroup(api, namespace, "later", 2)
+    wait_for("both bound", lambda: bound_of(core, namespace, names) == 2, timeout=60)
 
 
 def test_the_sidecars_policy_chooses_the_node(env: Env) -> None:

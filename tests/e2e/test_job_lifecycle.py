@@ -274,11 +274,23 @@ def test_pod_evicted_restarts_the_job_after_a_preemption(
             and all(x.metadata.annotations[names.VOLCANO_JOB_VERSION] != "0" for x in p)
         ),
     )
-    # 8 GPUs are left and the job needs 16: the new run waits whole
+    # 8 GPUs are left and the job needs 16: the new run waits whole (gated, behind
+    # its new PodGroup)
     time.sleep(3)
-    assert not [
-        p for p in live_pods(core, ns) if p.metadata.name.startswith("low-") and p.spec.node_name
-    ]
+    low = [p for p in live_pods(core, ns) if p.metadata.name.startswith("low-")]
+    groups = co.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", ns, "podgroups")
+    assert not [p for p in low if p.spec.node_name], (
+        [
+            (
+                p.metadata.name,
+                p.metadata.annotations.get(names.VOLCANO_JOB_VERSION),
+                p.spec.node_name,
+                [g.name for g in p.spec.scheduling_gates or []],
+            )
+            for p in low
+        ],
+        [(g["metadata"]["name"], g["metadata"]["uid"]) for g in groups["items"]],
+    )
 
 
 def test_queue_capability_is_held_by_running_jobs(

@@ -4,6 +4,7 @@ timeout path releases assumptions (pyextender_gang_barrier_timeouts_total)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -187,6 +188,43 @@ def test_after_the_release_a_leaving_caller_does_not_stop_its_bind() -> None:
     binds = asyncio.run(main())
     assert sorted(binds.attempts) == ["p0", "p1"]
     assert binds.settled == {"p0": ("bound", ""), "p1": ("bound", "")}
+
+
+def test_a_member_of_an_unknown_podgroup_is_never_bound() -> None:
+    """Its PodGroup is gone (a restarting job dropped it) or not seen yet: binding it
+    alone could run part of a gang; the bind fails and nothing stays assumed."""
+
+    async def main() -> tuple[Outcome, Binds]:
+        cache = _cache(2, 2)
+        cache.group_event("DELETED", {"metadata": {"name": "g", "namespace": "t"}})
+        b = GangBarrier(cache, timeout=5)
+        binds = Binds()
+        pod = _pods(cache)[0]
+        return await b.wait(pod, binds.bind(pod), binds.settle(pod)), binds
+
+    out, binds = asyncio.run(main())
+    assert out == ("no_podgroup", "PodGroup t/g does not exist (yet): its pods wait for it")
+    assert binds.attempts == [] and binds.settled == {"p0": out}
+
+
+def test_the_bind_and_filter_verbs_refuse_a_member_of_an_unknown_podgroup() -> None:
+    from tests.unit.test_extender_app import Client
+
+    c = Client()
+    c.cache.replace_pods([_pod_doc("a", group="gone")])
+    c.ext.barrier = GangBarrier(c.cache, timeout=5)
+    code, body = c.call(
+        "/bind",
+        b'{"PodName": "a", "PodNamespace": "t", "PodUID": "uid-a", "Node": "n8"}',
+    )
+    assert code == 200 and body["Error"].startswith("PodGroup t/gone does not exist")
+    assert c.binder.bound == {}
+    assert "uid-a" not in c.cache.state.pods, "the refused bind still holds the node"
+    reg = c.ext.metrics.registry
+    assert reg.get_sample_value("pyextender_binds_total", {"result": "no_podgroup"}) == 1.0
+    args = {"Pod": _pod_doc("a", group="gone"), "NodeNames": ["n8"]}
+    code, body = c.call("/filter", json.dumps(args).encode())
+    assert code == 200 and body["Error"].startswith("PodGroup t/gone does not exist")
 
 
 def test_timeouts_are_counted_by_the_bind_verb() -> None:

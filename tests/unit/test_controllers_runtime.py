@@ -83,6 +83,26 @@ def test_store_does_not_resurrect_what_we_deleted() -> None:
     assert s.get("ns/a") is not None
 
 
+def test_store_keeps_a_deleted_object_gone_when_a_write_reply_comes_late() -> None:
+    """The reply of a status patch that was in flight when the object went (a PodGroup
+    patched while its job restarts) must not bring it back: the job's next run would
+    find the old PodGroup and create its pods ungated, with no PodGroup behind them."""
+    s = Store("things")
+    s.replace([obj("a", 1)])
+    s.forget("ns/a")  # we deleted it
+    s.remember(obj("a", 2))  # the reply of our patch, sent before the delete
+    assert s.get("ns/a") is None
+    s.event("DELETED", obj("a", 3))
+    s.remember(obj("a", 2))  # later still: after the watch said it is gone
+    assert s.get("ns/a") is None
+    s.replace([obj("b", 1)])
+    s.event("DELETED", obj("b", 2))  # deleted by someone else
+    s.remember(obj("b", 1))
+    assert s.get("ns/b") is None
+    s.remember(obj("a", 5, uid="next"))  # the next object of the same name is welcome
+    assert s.get("ns/a") is not None
+
+
 def test_store_relist_reports_missed_deletions() -> None:
     gone: list[str] = []
     s = Store("things")
