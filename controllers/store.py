@@ -137,6 +137,8 @@ class Store:
     def replace(self, items: list[Obj]) -> None:
         """A full (re-)list: objects missing from it were deleted meanwhile."""
         fresh = {key_of(o): o for o in items}
+        for obj in items:  # listed: still there (a deletion we asked for is pending)
+            self._deleted_uids.pop(str(meta(obj).get("uid") or ""), None)
         for key in [k for k in self.objects if k not in fresh]:
             self._notify(key, self._put(key, None), None)
         for key, obj in fresh.items():
