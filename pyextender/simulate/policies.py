@@ -91,6 +91,13 @@ POLICIES: dict[str, Policy] = {
             # on all six openb workloads (10 seeds each).
             learns_at="bind",
         ),
+        Policy(
+            "pyextender-known",
+            _pyextender,
+            # a diagnostic, not a deployment: it separates what the online model's cold
+            # start costs from what the scoring itself does
+            "the sidecar's scoring, told the protocol's classes of the whole trace as FGD is",
+        ),
         Policy("fgd", _fgd, "the paper's FGD: integer scores, GPU by top score"),
         Policy(
             "random",
