@@ -70,9 +70,8 @@ class Store:
         self._indexes: dict[str, dict[str, set[str]]] = {}
         self.informer: Informer | None = None
         self._deleted_uids: dict[str, None] = {}
-        """Uids deleted (by us, or seen deleted by the watch), in deletion order."""
-        """UIDs we deleted and forgot whose DELETED event has not come yet: an update
-        still in flight for them must not bring them back."""
+        """Uids deleted (by us, or seen deleted by the watch), in deletion order: an
+        update or a write's reply still in flight for one must not bring it back."""
 
     # -- wiring -----------------------------------------------------------------
     def add_handler(self, handler: Handler) -> None:
