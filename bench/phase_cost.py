@@ -39,10 +39,10 @@ def _program(cmdline: list[str]) -> str:
     return base
 
 
-def cpu_seconds(marker: str) -> Counter[str]:
-    """User + system CPU seconds so far of every process whose command line
-    contains ``marker`` (the cluster's directory), by program; this process as
-    "bench (client)"."""
+def cpu_ticks(marker: str) -> Counter[str]:
+    """User + system CPU so far, in clock ticks (1/_HZ s), of every process whose
+    command line contains ``marker`` (the cluster's directory), by program; this
+    process as "bench (client)". Integer ticks, summed exactly."""
     out: Counter[str] = Counter()
     me = os.getpid()
     for entry in os.listdir("/proc"):
@@ -58,8 +58,8 @@ def cpu_seconds(marker: str) -> Counter[str]:
         if not args or (pid != me and marker not in " ".join(args)):
             continue
         fields = stat[stat.rfind(")") + 2 :].split()
-        seconds = (int(fields[11]) + int(fields[12])) / _HZ  # utime, stime (clock ticks)
-        out["bench (client)" if pid == me else _program(args)] += seconds
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        out["bench (client)" if pid == me else _program(args)] += ticks
     return out
 
 
@@ -99,7 +99,7 @@ class PhaseCost:
     _profile_error: str = ""
 
     def start(self, label: str = "phase") -> None:
-        self._cpu = cpu_seconds(self.marker)
+        self._cpu = cpu_ticks(self.marker)
         self._requests = api_requests(self.api)
         if self.profile_dir is not None:
             self.profile_dir.mkdir(parents=True, exist_ok=True)
@@ -126,7 +126,7 @@ class PhaseCost:
         """{"cpu_ms_per_pod": {program: ms}, "writes_per_pod": {request: count},
         "reads_per_pod": {request: count}} (reads: GET, LIST and WATCH requests),
         and with profile_dir {"apiserver_profile": {"path" or "error": ...}}."""
-        cpu = cpu_seconds(self.marker)
+        cpu = cpu_ticks(self.marker)
         cpu.subtract(self._cpu)
         requests = api_requests(self.api)
         requests.subtract(self._requests)
@@ -139,7 +139,7 @@ class PhaseCost:
                 profile["error"] = self._profile_error
             else:
                 profile["path"] = self._profile_path
-        ms = {k: round(1000 * v / pods, 2) for k, v in cpu.most_common() if v > 0}
+        ms = {k: round(1000 * v / _HZ / pods, 2) for k, v in cpu.most_common() if v > 0}
         ms["total"] = round(sum(ms.values()), 2)
         writes = {
             k: round(v / pods, 2)
