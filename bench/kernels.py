@@ -134,7 +134,8 @@ def timed(
 
 def same(a: Any, b: Any, fields: tuple[str, ...] = ()) -> bool:
     """Every output (or those in ``fields``) of ``a`` equal to that of ``b``."""
-    for name in fields or a.__dataclass_fields__:
+    names = getattr(a, "_fields", None) or a.__dataclass_fields__  # named tuple or dataclass
+    for name in fields or names:
         x, y = getattr(a, name), getattr(b, name)
         if isinstance(x, np.ndarray):
             if not np.array_equal(x, y):

@@ -19,6 +19,7 @@ never used under a limit.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -39,27 +40,26 @@ def supernode_loops(
     pods: int,
     unit: int,  # pods per unit
     atomic: int,  # pods per atomic sub-unit
-    cap: I64,  # scratch [S] remaining capacity
-    out_assign: I64,  # [S] pods planned per supernode
-    out_status: I64,  # [3]: feasible (0/1), chosen domain, broken units
+    buf: I64,  # [3*S + 3]: see below
 ) -> None:
+    # buf: remaining capacity [0, S), the plan of the domain being tried [S, 2S), the
+    # chosen plan (pods per supernode) [2S, 3S), then feasible (0/1), chosen domain and
+    # broken units. One buffer: a call allocates once (each array ~0.25 µs more)
+    plan = s_count
+    out = 2 * s_count
+    status = 3 * s_count
     best_dom = -1
     best_broken = 0
     best_total = 0
-    # pass 0..d_count-1 evaluates each domain, pass d_count replays the winner
-    for p in range(d_count + 1):
-        dom = p
-        if p == d_count:
-            if best_dom < 0:
-                break
-            dom = best_dom
-        for s in range(s_count):
-            cap[s] = 0
-            out_assign[s] = 0
+    # one pass over the nodes per domain; the best plan so far is copied out (S entries)
+    # rather than replayed (another pass over the nodes: ~4 µs at 10k nodes)
+    for dom in range(d_count):
+        for s in range(2 * s_count):
+            buf[s] = 0
         total = 0
         for i in range(n):
-            if node_dom[i] == dom and node_slots[i] > 0:
-                cap[node_sn[i]] += node_slots[i]
+            if node_slots[i] > 0 and node_dom[i] == dom:
+                buf[node_sn[i]] += node_slots[i]
                 total += node_slots[i]
         if total < pods:
             continue
@@ -70,11 +70,11 @@ def supernode_loops(
             size = unit if remaining > unit else remaining
             fit = -1
             for s in range(s_count):
-                if cap[s] >= size and (fit < 0 or cap[s] < cap[fit]):
+                if buf[s] >= size and (fit < 0 or buf[s] < buf[fit]):
                     fit = s
             if fit >= 0:
-                cap[fit] -= size
-                out_assign[fit] += size
+                buf[fit] -= size
+                buf[plan + fit] += size
                 remaining -= size
                 continue
             broken += 1
@@ -83,33 +83,33 @@ def supernode_loops(
                 part = atomic if left > atomic else left
                 fit = -1
                 for s in range(s_count):
-                    if cap[s] >= part and (fit < 0 or cap[s] < cap[fit]):
+                    if buf[s] >= part and (fit < 0 or buf[s] < buf[fit]):
                         fit = s
                 if fit < 0:
                     ok = False
                     break
-                cap[fit] -= part
-                out_assign[fit] += part
+                buf[fit] -= part
+                buf[plan + fit] += part
                 left -= part
             remaining -= size
-        if p == d_count:
-            break
         if ok and (
             best_dom < 0 or broken < best_broken or (broken == best_broken and total < best_total)
         ):
             best_dom = dom
             best_broken = broken
             best_total = total
+            for s in range(s_count):
+                buf[out + s] = buf[plan + s]
     if best_dom < 0:
         for s in range(s_count):
-            out_assign[s] = 0
-        out_status[0] = 0
-        out_status[1] = -1
-        out_status[2] = 0
+            buf[out + s] = 0
+        buf[status] = 0
+        buf[status + 1] = -1
+        buf[status + 2] = 0
     else:
-        out_status[0] = 1
-        out_status[1] = best_dom
-        out_status[2] = best_broken
+        buf[status] = 1
+        buf[status + 1] = best_dom
+        buf[status + 2] = best_broken
 
 
 _supernode_jit = compile_kernel(supernode_loops)
@@ -134,9 +134,9 @@ class GangShape:
         return GangShape(pods=pods, unit=unit, atomic=min(atomic, unit))
 
 
-@dataclass(frozen=True, slots=True)
-class SupernodePlan:
-    """Pods planned per supernode; ``feasible`` False when a hard rule cannot be met."""
+class SupernodePlan(NamedTuple):
+    """Pods planned per supernode; ``feasible`` False when a hard rule cannot be met.
+    (A named tuple: built in ~0.2 µs, a frozen dataclass in ~0.6 µs of a ~6 µs call.)"""
 
     assign: I64
     feasible: bool
@@ -160,14 +160,11 @@ def plan_supernodes(
     node_sn: I32, node_slots: I64, node_dom: I32, s_count: int, d_count: int, gang: GangShape
 ) -> SupernodePlan:
     """numba kernel: the gang's plan (see module doc)."""
-    # the kernel writes every entry of all three before reading any (np.zeros: ~0.6 µs)
-    assign = np.empty(s_count, dtype=np.int64)
-    status = np.empty(3, dtype=np.int64)
-    _supernode_jit(
-        *_args(node_sn, node_slots, node_dom, s_count, d_count, gang),
-        np.empty(s_count, dtype=np.int64), assign, status,
-    )  # fmt: skip
-    return SupernodePlan(assign, bool(status[0]), int(status[1]), int(status[2]))
+    # the kernel writes every entry before reading any (np.zeros: ~0.3 µs more)
+    buf = np.empty(3 * s_count + 3, dtype=np.int64)
+    _supernode_jit(*_args(node_sn, node_slots, node_dom, s_count, d_count, gang), buf)
+    feasible, domain, broken = buf[3 * s_count :].tolist()
+    return SupernodePlan(buf[2 * s_count : 3 * s_count], bool(feasible), domain, broken)
 
 
 def plan_supernodes_python(
@@ -178,11 +175,11 @@ def plan_supernodes_python(
         a.tolist() if isinstance(a, np.ndarray) else a
         for a in _args(node_sn, node_slots, node_dom, s_count, d_count, gang)
     ]
-    assign = [0] * s_count
-    status = [0, 0, 0]
-    _supernode_loops_python(*args, [0] * s_count, assign, status)
+    buf = [0] * (3 * s_count + 3)
+    _supernode_loops_python(*args, buf)
+    feasible, domain, broken = buf[3 * s_count :]
     return SupernodePlan(
-        np.asarray(assign, dtype=np.int64), bool(status[0]), int(status[1]), int(status[2])
+        np.asarray(buf[2 * s_count : 3 * s_count], dtype=np.int64), bool(feasible), domain, broken
     )
 
 

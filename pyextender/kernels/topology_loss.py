@@ -29,6 +29,7 @@ implementation evaluates the score with the same float expression.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -303,9 +304,9 @@ class Layouts:
         return sum(1 << c for c in self.count.tolist())
 
 
-@dataclass(frozen=True, slots=True)
-class TopologyResult:
-    """Per node: chosen GPU bitmask, domains crossed (0 = no fit), loss, score."""
+class TopologyResult(NamedTuple):
+    """Per node: chosen GPU bitmask, domains crossed (0 = no fit), loss, score.
+    (A named tuple: built in ~0.2 µs, a frozen dataclass in ~0.6 µs.)"""
 
     mask: I64
     domains: I32
@@ -321,6 +322,8 @@ MEMO_BANKS = 8
 counts alternate, and each keeps its (layout, mask) results between calls."""
 
 Memo = tuple[I64, I64, I32, I64, F64]
+BankKey = tuple[int, bytes, bytes, float, float, bytes, bytes]
+"""k, sizes, weights, weight, loss weight, layout GPU counts, layout domains."""
 
 
 @dataclass(slots=True)
@@ -377,14 +380,26 @@ class TopologyKernel:
 
     def __init__(self) -> None:
         self._stamp = 0
-        self._banks: dict[tuple[object, ...], _Bank] = {}
-        self._spare: list[Memo] = []
+        self._banks: dict[BankKey, _Bank] = {}
+        # memo buffers of dropped banks, for the next banks: by layout GPU counts (which
+        # fix a memo's size), those of the latest layout set only, at most MEMO_BANKS
+        self._spare: dict[bytes, list[Memo]] = {}
         self._scratch: I64 = np.empty(0, dtype=np.int64)
 
     def forget(self) -> None:
-        self._spare.extend(bank.memo for bank in self._banks.values())
-        del self._spare[:-MEMO_BANKS]  # bounded: spares of layouts gone are dropped
+        for key, bank in self._banks.items():
+            self._keep(key[5], bank.memo)
         self._banks.clear()
+
+    def _keep(self, counts: bytes, memo: Memo) -> None:
+        spares = self._spare.get(counts)
+        if spares is None:
+            # another layout set: the old one's buffers are dropped (a set changes
+            # when a new kind of node joins, and rarely comes back)
+            spares = []
+            self._spare = {counts: spares}
+        if len(spares) < MEMO_BANKS:
+            spares.append(memo)
 
     def _bank(
         self,
@@ -395,22 +410,20 @@ class TopologyKernel:
         weight: float,
         loss_weight: float,
     ) -> _Bank:
-        key = (
+        key: BankKey = (
             int(k), sizes.tobytes(), size_w.tobytes(), float(weight), float(loss_weight),
             layouts.count.tobytes(), layouts.domain.tobytes(),
         )  # fmt: skip
         bank = self._banks.pop(key, None)
         if bank is None:
             self._stamp += 1
-            size = layouts.memo_size
             if len(self._banks) >= MEMO_BANKS:
-                self._spare.append(self._banks.pop(next(iter(self._banks))).memo)
-                del self._spare[:-MEMO_BANKS]
-            # a spare of this size (stale entries carry an older stamp), taken out by
-            # position: list.remove compares tuples of arrays elementwise (ValueError
-            # once two differ in size)
-            at = next((i for i, m in enumerate(self._spare) if m[0].shape[0] == size), -1)
-            memo = _new_memo(size) if at < 0 else self._spare.pop(at)
+                oldest = next(iter(self._banks))
+                self._keep(oldest[5], self._banks.pop(oldest).memo)
+            # a spare of the same layout counts has the right size (its stale entries
+            # carry an older stamp); a dict lookup, not a search (~0.9 µs of a cold call)
+            spares = self._spare.get(key[5])
+            memo = spares.pop() if spares else _new_memo(layouts.memo_size)
             prepared = _prepare(layouts, k, sizes, size_w, weight, loss_weight)
             bank = _Bank(self._stamp, memo, prepared)
         self._banks[key] = bank  # most recently used last

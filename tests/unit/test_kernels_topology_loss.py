@@ -151,8 +151,8 @@ def test_sixteen_gpu_layouts_and_reused_buffers_match_the_reference() -> None:
 
 
 def test_spare_buffers_of_other_layouts_are_skipped_and_bounded() -> None:
-    """Spare memos of different sizes coexist (a changed layout set): the right one is taken
-    by identity (list.remove compared arrays and raised), and spares stay bounded."""
+    """Memos of a changed layout set (another size) are never reused for the new one, and
+    spares stay bounded: those of the latest layout set only, at most MEMO_BANKS."""
     kern = TopologyKernel()
     sizes, weights = np.asarray([1, 2], np.int64), np.asarray([1, 1], np.int64)
     masks = np.asarray([0b1111, 0b0011], np.int64)
@@ -167,7 +167,11 @@ def test_spare_buffers_of_other_layouts_are_skipped_and_bounded() -> None:
             assert np.array_equal(fast.score, ref.score)
             assert np.array_equal(fast.mask, ref.mask)
         kern.forget()
-        assert len(kern._spare) <= MEMO_BANKS
+        # only the latest layout set's buffers are kept, at most MEMO_BANKS, all of its size
+        assert list(kern._spare) == [count.tobytes()]
+        kept = kern._spare[count.tobytes()]
+        assert 0 < len(kept) <= MEMO_BANKS
+        assert all(m[0].shape[0] == layouts.memo_size for m in kept)
 
 
 def test_popcount_in_a_kernel_equals_the_interpreters() -> None:
