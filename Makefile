@@ -56,6 +56,7 @@ lint: setup proto-tools
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/mypy bench  # the benches too (strict, from pyproject)
 	$(BIN)/python -m pyextender.api.volcano.crdgen --check
 	$(BIN)/python -m devcluster.volcano_crds.generate --check
 	$(BIN)/python -m webhook.configuration --check

@@ -224,9 +224,9 @@ async def sidecar(args: argparse.Namespace) -> dict[str, Any]:
     actions = SchedulerLoop(
         cache,
         lambda: cfg,
-        NoWrites(),
+        NoWrites(),  # type: ignore[arg-type]  # decides, never writes (no API server)
         metrics,
-        courtesy=ext.courtesy,  # type: ignore[arg-type]
+        courtesy=ext.courtesy,
     )
     cycling = None if args.no_cycles else asyncio.ensure_future(actions.run())
     peak, anon, pairs = await serve_under_load(ext, args.nodes, args.load_seconds)
