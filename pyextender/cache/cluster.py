@@ -107,16 +107,38 @@ class ClusterCache:
             for uid in released_uids(group):
                 self.released.pop(uid, None)
         else:
+            new = group.key not in self.groups
             self.groups[group.key] = group
             self.release(released_uids(group))
+            if new:
+                self._retry_members(group.key)
 
     def replace_groups(self, items: Iterable[Mapping[str, Any]]) -> None:
         fresh = {g.key: g for g in map(group_from_dict, items)}
+        new = [key for key in fresh if key not in self.groups]
         self.groups = fresh
         self.synced_groups = True
         self.version += 1
         for group in fresh.values():
             self.release(released_uids(group))
+        for key in new:
+            self._retry_members(key)
+
+    def _retry_members(self, key: str) -> None:
+        """A PodGroup appeared: its members that kube-scheduler may have tried while it
+        did not exist (unbound, ours, neither gated nor held at the barrier: refused by
+        ``missing_group``) go to the pod_released listeners. The WatchReleased stream
+        sends them, and the framework shim moves them to the active queue: tried again
+        now rather than at some later cluster event (PreFilter refused them as
+        unresolvable, which leaves them until one). For the shim a pod without the
+        barrier annotation is never held, so listing it releases nothing. Extender mode
+        needs none of it: its filter's error has kube-scheduler retry within a backoff."""
+        if not self.pod_released:
+            return
+        waiting = [p for p in self.member_pods(key) if p.uid in self.pending and not p.gates]
+        if waiting:
+            for listener in self.pod_released:
+                listener(waiting)
 
     # -- the gang barrier --------------------------------------------------------
     def _held(self, pod: PodInfo) -> PodInfo:

@@ -184,9 +184,12 @@ def test_a_member_of_a_missing_podgroup_waits_for_it(env: Env) -> None:
     """Pods that name a PodGroup nobody created yet, and no gate (a Job's next run
     created before its PodGroup, or an operator that creates them out of order):
     as Volcano, none runs without its PodGroup, so a gang is never started in part,
-    and kube-scheduler's event says which PodGroup is missing. In extender mode the
-    filter answers with an error, so kube-scheduler tries again within its backoff
-    (<= 10 s) and the gang goes once its PodGroup exists."""
+    and kube-scheduler's event says which PodGroup is missing. Once it exists the gang
+    goes: in extender mode the filter answered with an error, so kube-scheduler tries
+    again within its backoff (<= 10 s); in framework mode PreFilter refused the pods as
+    unresolvable, which parks them until a cluster event (the creation of a PodGroup is
+    none kube-scheduler watches), so the sidecar lists them on the WatchReleased stream
+    and the shim moves them back to the active queue."""
     core, api, namespace = env.core, env.api, env.namespace
     names = ["later-0", "later-1"]
     for name in names:
@@ -203,9 +206,8 @@ def test_a_member_of_a_missing_podgroup_waits_for_it(env: Env) -> None:
     wait_for("a FailedScheduling event naming the PodGroup", said, timeout=30)
     time.sleep(2)
     assert sampler.close() and max(sampler.seen) == 0, "a member bound without its PodGroup"
-    if env.mode == "framework":
-        return  # PreFilter: unresolvable; the pod waits for an event that retries it
     podgroup(api, namespace, "later", 2)
+    # within a minute: kube-scheduler's own flush of parked pods comes after five
     wait_for("both bound", lambda: bound_of(core, namespace, names) == 2, timeout=60)
 
 

@@ -92,6 +92,55 @@ def test_a_pod_seen_after_its_release_arrives_released_and_a_gone_pod_is_forgott
     assert "uid-a" not in cache.released
 
 
+def test_members_tried_before_their_podgroup_existed_are_sent_again_once_it_appears() -> None:
+    """Framework mode's PreFilter refused them as unresolvable (no PodGroup): when the
+    PodGroup arrives, the WatchReleased stream lists them so the shim activates them.
+    Held and gated members are not listed (nothing releases them but the barrier or the
+    gate), nor bound pods, pods of other PodGroups, or members of a PodGroup seen before."""
+    cache = ClusterCache()
+    heard: list[list[str]] = []
+    cache.pod_released.append(lambda pods: heard.append(sorted(p.uid for p in pods)))
+    cache.pod_event("ADDED", _doc("early-0", barrier=False))
+    cache.pod_event("ADDED", _doc("early-1", barrier=False))
+    cache.pod_event("ADDED", _doc("held"))  # the barrier annotation: held
+    gated_doc = _doc("gated", barrier=False)
+    gated_doc["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
+    cache.pod_event("ADDED", gated_doc)
+    cache.pod_event("ADDED", _doc("bound", node="n1", barrier=False))
+    other = _doc("other", barrier=False)
+    other["metadata"]["annotations"] = {GROUP_NAME_ANNOTATION: "h"}
+    cache.pod_event("ADDED", other)
+    assert cache.missing_group(cache.pods_by_uid["uid-early-0"])
+    cache.group_event("ADDED", _group_doc())
+    assert heard == [["uid-early-0", "uid-early-1"]]
+    assert cache.pods_by_uid["uid-held"].gates == (BARRIER_GATE,), "still held"
+    cache.group_event("MODIFIED", _group_doc())  # known already: nothing to retry
+    assert heard == [["uid-early-0", "uid-early-1"]]
+    # a relist that brings a PodGroup the watch missed does the same
+    cache.group_event("DELETED", _group_doc())
+    cache.replace_groups([_group_doc()])
+    assert heard[-1] == ["uid-early-0", "uid-early-1"] and len(heard) == 2
+
+
+def test_the_stream_sends_the_members_of_a_podgroup_that_appeared() -> None:
+    cache = ClusterCache()
+    cache.pod_event("ADDED", _doc("early", barrier=False))
+    stream = ReleasedStream(cache, Metrics())
+
+    async def first_two() -> list[Any]:
+        gen = stream.watch(pb.WatchReleasedRequest(client="t").SerializeToString(), None)
+        full = pb.ReleasedPods.FromString(await gen.__anext__())
+        cache.group_event("ADDED", _group_doc())
+        # bounded: without the message the stream would wait for ever
+        later = pb.ReleasedPods.FromString(await asyncio.wait_for(gen.__anext__(), 5))
+        await gen.aclose()
+        return [full, later]
+
+    full, later = asyncio.run(first_two())
+    assert full.full and not full.pods
+    assert not later.full and [r.uid for r in later.pods] == ["uid-early"]
+
+
 def _job(cache: ClusterCache, *names: str) -> Job:
     group = cache.groups["ns/g"]
     tasks = [
