@@ -738,6 +738,12 @@ def report_costs(phases: list[tuple[str, str, dict[str, Any]]]) -> None:
         other = ms["total"] - sum(known)
         print(row.format(mode, name, *(f"{v:.2f}" for v in known), f"{other:.2f}",
                          f"{ms['total']:.2f}"))  # fmt: skip
+    print("sidecar CPU ms per pod, by thread (event loop: HTTP verbs, cache events; kube-api:")
+    print("the API writes' pool; informer-*: watches):")
+    for mode, name, r in phases:
+        threads = (r.get("cost") or {}).get("sidecar_threads_ms_per_pod") or {}
+        listed = ", ".join(f"{k} {v:.2f}" for k, v in threads.items())
+        print(f"{mode:<10} {name:<6} {sum(threads.values()):5.2f}  {listed}")
     print("API writes per pod:")
     for mode, name, r in phases:
         writes = (r.get("cost") or {}).get("writes_per_pod") or {}

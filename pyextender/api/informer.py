@@ -20,6 +20,7 @@ import msgspec
 from kubernetes.client.exceptions import ApiException
 
 from pyextender.api.client import CONNECT_TIMEOUT_S
+from pyextender.api.process import name_os_thread
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,7 @@ class Informer:
             resp.release_conn()
 
     def _run(self) -> None:
+        name_os_thread()
         backoff = 0.2  # seconds
         need_list = True
         while not self.stop.is_set():

@@ -29,6 +29,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pyextender.api.client import body_of, conflict
+from pyextender.api.process import name_os_thread
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +235,7 @@ class LeaderElector:
 
     # -- the campaign thread ------------------------------------------------------
     def _campaign(self, notify: Callable[[], None]) -> None:
+        name_os_thread()
         cfg = self.cfg
         while not self._stop.is_set():
             started = time.monotonic()

@@ -18,6 +18,7 @@ from prometheus_client import Gauge
 
 from pyextender.actions.cycle import run_cycle
 from pyextender.actions.decisions import Decisions
+from pyextender.api.process import name_os_thread
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.action_args import require_fit
 from pyextender.framework.config import SchedulerConfig
@@ -49,6 +50,7 @@ against a busy thread of niceness 0."""
 
 def _lower_priority() -> None:
     """Runs on the decide thread as it starts: Linux nices threads one by one."""
+    name_os_thread()
     try:
         tid = threading.get_native_id()
         os.setpriority(

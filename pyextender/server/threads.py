@@ -9,4 +9,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-API_THREADS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube-api")
+from pyextender.api.process import name_os_thread
+
+API_THREADS = ThreadPoolExecutor(
+    max_workers=32, thread_name_prefix="kube-api", initializer=name_os_thread
+)
