@@ -1,12 +1,10 @@
-"""Our threads carry their Python names at the OS level (top -H, ps -L, bench/phase_cost)."""
+"""Our threads carry their Python names at the OS level (top -H, ps -L, bench/phase_cost).
+Linux only, as the product (/proc, prctl)."""
 
 from __future__ import annotations
 
-import sys
 import threading
 from pathlib import Path
-
-import pytest
 
 from pyextender.api.process import name_os_thread
 from pyextender.server.threads import API_THREADS
@@ -16,7 +14,6 @@ def _comm() -> str:
     return Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text().strip()
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl are Linux's")
 def test_a_thread_gets_its_python_name_cut_to_the_kernels_15_bytes() -> None:
     seen: list[str] = []
 
@@ -31,6 +28,5 @@ def test_a_thread_gets_its_python_name_cut_to_the_kernels_15_bytes() -> None:
     assert seen[1] == "informer-podgro" and seen[0] != seen[1]
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl are Linux's")
 def test_the_api_pools_threads_are_named_as_they_start() -> None:
     assert API_THREADS.submit(_comm).result(timeout=10).startswith("kube-api_")
