@@ -13,6 +13,7 @@ import os
 import re
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,26 +40,40 @@ def _program(cmdline: list[str]) -> str:
     return base
 
 
+def _processes() -> Iterator[tuple[int, list[str]]]:
+    """(pid, command line) of every process that is still there."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile
+        args = [c.decode(errors="replace") for c in cmd if c]
+        if args:
+            yield int(entry), args
+
+
+def _ticks(stat_path: str) -> int:
+    """utime + stime from a /proc stat file, in clock ticks; OSError when it is gone."""
+    stat = Path(stat_path).read_text()
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def cpu_ticks(marker: str) -> Counter[str]:
     """User + system CPU so far, in clock ticks (1/_HZ s), of every process whose
     command line contains ``marker`` (the cluster's directory), by program; this
     process as "bench (client)". Integer ticks, summed exactly."""
     out: Counter[str] = Counter()
     me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+    for pid, args in _processes():
+        if pid != me and marker not in " ".join(args):
             continue
         try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            stat = Path(f"/proc/{entry}/stat").read_text()
+            ticks = _ticks(f"/proc/{pid}/stat")
         except OSError:
-            continue  # gone meanwhile
-        args = [c.decode(errors="replace") for c in cmd if c]
-        pid = int(entry)
-        if not args or (pid != me and marker not in " ".join(args)):
             continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        ticks = int(fields[11]) + int(fields[12])  # utime, stime
         out["bench (client)" if pid == me else _program(args)] += ticks
     return out
 
@@ -75,17 +90,9 @@ def sidecar_thread_ticks(marker: str) -> Counter[str]:
     """User + system CPU so far, in clock ticks, of each thread group of the sidecar
     process(es) whose command line contains ``marker`` (see _thread_group)."""
     out: Counter[str] = Counter()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+    for pid, args in _processes():
+        if marker not in " ".join(args) or _program(args) != "sidecar":
             continue
-        try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        args = [c.decode(errors="replace") for c in cmd if c]
-        if not args or marker not in " ".join(args) or _program(args) != "sidecar":
-            continue
-        pid = int(entry)
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
@@ -93,11 +100,10 @@ def sidecar_thread_ticks(marker: str) -> Counter[str]:
         for tid in tids:
             try:
                 comm = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+                ticks = _ticks(f"/proc/{pid}/task/{tid}/stat")
             except OSError:
                 continue  # the thread ended meanwhile (its ticks are lost: small)
-            fields = stat[stat.rfind(")") + 2 :].split()
-            out[_thread_group(pid, int(tid), comm)] += int(fields[11]) + int(fields[12])
+            out[_thread_group(pid, int(tid), comm)] += ticks
     return out
 
 
