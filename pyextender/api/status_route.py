@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pyextender.api.client import body_of
+from pyextender.api.raw_requests import MERGE_PATCH, RawApi
 
-MERGE_PATCH = "application/merge-patch+json"
 TTL_S = 60.0
 """Seconds a discovery answer is trusted before it is asked again."""
 
@@ -90,9 +92,39 @@ class StatusRoute:
         where the installed CRD accepts status. ``namespace`` empty: a cluster-scoped
         object. Extra keyword arguments go to the client call (e.g. ``_preload_content``)."""
         kwargs.setdefault("_content_type", MERGE_PATCH)
+
+        def send(status: bool) -> Any:
+            return self._send(status, group, version, plural, namespace, name, body, kwargs)
+
+        return self._routed(group, version, plural, send)
+
+    def patch_status_raw(
+        self,
+        raw: RawApi,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str,
+        name: str,
+        body: dict[str, Any],
+    ) -> bytes:
+        """``patch_status`` through ``raw`` (libcurl): the reply's bytes."""
+        base = f"/apis/{group}/{version}"
+        if namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        path = f"{base}/{plural}/{quote(name, safe='')}"
+
+        def send(status: bool) -> bytes:
+            return raw.patch(path + "/status" if status else path, body, MERGE_PATCH)
+
+        result: bytes = self._routed(group, version, plural, send)
+        return result
+
+    def _routed(self, group: str, version: str, plural: str, send: Callable[[bool], Any]) -> Any:
+        """``send(True)`` to /status where the CRD has it, else ``send(False)``."""
         if self.has_status(group, version, plural):
             try:
-                return self._send(True, group, version, plural, namespace, name, body, kwargs)
+                return send(True)
             except ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -100,7 +132,7 @@ class StatusRoute:
                 self.forget(group, version)
                 if self.has_status(group, version, plural):
                     raise
-        return self._send(False, group, version, plural, namespace, name, body, kwargs)
+        return send(False)
 
     def _send(
         self,

@@ -40,10 +40,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pyextender.actions.decisions import Decisions, Eviction
-from pyextender.api.client import body_of
 from pyextender.api.leader import Fenced
 from pyextender.api.names import BARRIER_GATE, GANG_GATE, RELEASED_ANNOTATION
 from pyextender.api.objects import PodInfo
+from pyextender.api.raw_requests import JSON_PATCH, RawApi
 from pyextender.api.status_route import StatusRoute
 from pyextender.cache.batch import GroupView
 from pyextender.cache.cluster import ClusterCache, released_uids
@@ -54,7 +54,6 @@ from pyextender.server.threads import API_THREADS
 log = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL = "scheduling.volcano.sh", "v1beta1", "podgroups"
-MERGE = "application/merge-patch+json"
 COMPONENT = "pyextender"
 CONDITION_INTERVAL_S = 5.0
 """Shortest time between two Unschedulable condition writes for one PodGroup."""
@@ -108,9 +107,11 @@ class Actuator:
         """PodGroup key -> the uids our last release write listed: the next write
         keeps them even before the watch shows that one."""
         self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
         self.status = StatusRoute(api)
         """PodGroup status goes to /status or, with Volcano's CRDs, to the object."""
+        self.raw = RawApi(api.configuration)
+        """The writes made per gang or per pod (gate lifts, releases, status, events)
+        go through libcurl: a third of the generated client's CPU per request."""
         self.metrics = metrics
         self._limit = asyncio.Semaphore(parallel)
         self._background: set[asyncio.Task[None]] = set()
@@ -273,9 +274,10 @@ class Actuator:
         body: dict[str, Any] = {"status": status}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        resp = await self._call(
+        reply = await self._call(
             what,
-            self.status.patch_status,
+            self.status.patch_status_raw,
+            self.raw,
             GROUP,
             VERSION,
             PLURAL,
@@ -283,10 +285,8 @@ class Actuator:
             name,
             body,
             allowed=allowed,
-            _content_type=MERGE,
-            _preload_content=False,
         )
-        produced = _resource_version(body_of(resp))
+        produced = _resource_version(reply)
         if based_on and produced:
             if based_on in replaced:
                 chain, admitted_before = replaced, admitted
@@ -377,10 +377,8 @@ class Actuator:
         task.add_done_callback(self._events.discard)
 
     def _patch_pod(self, name: str, namespace: str, patch: list[dict[str, Any]]) -> None:
-        """PATCH a pod, the reply read as bytes and dropped: the generated V1Pod model
-        (a dateutil parse per timestamp) costs more CPU than the request itself."""
-        patch_pod: Any = self.core.patch_namespaced_pod
-        body_of(patch_pod(name, namespace, patch, _preload_content=False))
+        """JSON-PATCH a pod; the reply is dropped."""
+        self.raw.patch(f"/api/v1/namespaces/{namespace}/pods/{name}", patch, JSON_PATCH)
 
     async def _lift_pod(self, pod: PodInfo, allowed: Allowed) -> bool:
         """True when the gate is off (or the pod is gone)."""
@@ -436,20 +434,13 @@ class Actuator:
             wanted = frozenset(listed.union(uids))
             body = {"metadata": {"annotations": {RELEASED_ANNOTATION: ",".join(sorted(wanted))}}}
             try:
-                resp = await self._call(
+                await self._call(
                     "release",
-                    self.custom.patch_namespaced_custom_object,
-                    GROUP,
-                    VERSION,
-                    namespace,
-                    PLURAL,
-                    name,
+                    self.raw.patch,
+                    f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}",
                     body,
                     allowed=allowed,
-                    _content_type=MERGE,
-                    _preload_content=False,
                 )
-                body_of(resp)  # gives the connection back to the pool (no new TLS handshake)
             except Fenced:
                 out.failed_lifts.extend(uids)
                 return
@@ -571,10 +562,7 @@ class Actuator:
             "count": 1,
         }
         try:
-            resp = await self._call(
-                "event", self.core.create_namespaced_event, ns, body, _preload_content=False
-            )
-            body_of(resp)
+            await self._call("event", self.raw.post, f"/api/v1/namespaces/{ns}/events", body)
         except Exception as exc:
             log.debug("event on %s %s/%s: %s", what, ns, name, _why(exc))
 

@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from pyextender.actions.decisions import Decisions, Eviction
 from pyextender.api.names import GANG_GATE, GROUP_NAME_ANNOTATION
 from pyextender.api.objects import PodInfo
+from pyextender.api.raw_requests import MERGE_PATCH
 from pyextender.api.status_route import StatusRoute
 from pyextender.cache.batch import GroupView
 from pyextender.framework.session import Job, Task
@@ -36,7 +37,6 @@ class Api:
         self.delay: dict[str, float] = {}  # seconds a call of that op takes
         self.served = ["podgroups", "podgroups/status"]  # what discovery lists
         self.replies: dict[str, list[bytes]] = {}  # bodies a successful call returns, in turn
-        self.open: dict[str, int] = {}  # raw replies whose connection was not given back, by op
 
     def _do(self, op: str, *args: Any, **kwargs: Any) -> Any:
         time.sleep(self.delay.get(op, 0.0))
@@ -52,13 +52,9 @@ class Api:
         if self.replies.get(op):
             data = self.replies[op].pop(0)
 
-        api = self
-        if kwargs.get("_preload_content") is False:
-            self.open[op] = self.open.get(op, 0) + 1
-
         class Resp:
             def release_conn(self) -> None:
-                api.open[op] -= 1
+                pass
 
         resp = Resp()
         resp.data = data  # type: ignore[attr-defined]
@@ -67,8 +63,37 @@ class Api:
     def __getattr__(self, name: str) -> Callable[..., Any]:
         return lambda *a, **k: self._do(name, *a, **k)
 
+    # RawApi's interface: each request is recorded as the generated client's call
+    # for the same path, with the same arguments
+    def patch(self, path: str, body: Any, content_type: str = MERGE_PATCH) -> bytes:
+        op, args = _route("PATCH", path)
+        data: bytes = self._do(op, *args, body, _content_type=content_type).data
+        return data
+
+    def post(self, path: str, body: Any) -> bytes:
+        op, args = _route("POST", path)
+        data: bytes = self._do(op, *args, body).data
+        return data
+
     def ops(self, op: str) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
         return [(a, k) for o, a, k in self.calls if o == op]
+
+
+def _route(method: str, path: str) -> tuple[str, tuple[str, ...]]:
+    """The generated client's method and leading arguments for a raw request."""
+    p = path.strip("/").split("/")
+    if p[:3] == ["api", "v1", "namespaces"]:
+        ns = p[3]
+        if method == "POST" and p[4:] == ["events"]:
+            return "create_namespaced_event", (ns,)
+        if method == "POST" and p[4] == "pods" and p[6:] == ["binding"]:
+            return "create_namespaced_binding", (ns,)
+        if method == "PATCH" and p[4] == "pods" and len(p) == 6:
+            return "patch_namespaced_pod", (p[5], ns)
+    if p[0] == "apis" and p[3] == "namespaces" and method == "PATCH":
+        op = "patch_namespaced_custom_object" + ("_status" if p[7:] == ["status"] else "")
+        return op, (p[1], p[2], p[4], p[5], p[6])
+    raise AssertionError(f"unexpected request {method} {path}")
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +106,7 @@ def _actuator() -> tuple[Actuator, Api, Metrics]:
     act = Actuator.__new__(Actuator)
     api = Api()
     act.core = api  # type: ignore[assignment]
-    act.custom = api  # type: ignore[assignment]
+    act.raw = api  # type: ignore[assignment]
     act.status = StatusRoute(client.ApiClient())
     act.status.custom = api  # type: ignore[assignment]
     act.metrics = metrics

@@ -173,7 +173,6 @@ def test_a_gang_is_released_with_one_podgroup_write_after_its_admission() -> Non
     ), "admitted first, then released (as gates come off after the Inqueue write)"
     assert cache.pods_by_uid["uid-a"].gates == () and heard == [["uid-a", "uid-b"]]
     assert _count(metrics, "release", "ok") == 1
-    assert api.open["patch_namespaced_custom_object"] == 0, "the connection went back to the pool"
 
 
 def test_a_later_release_keeps_unbound_members_and_drops_bound_ones() -> None:

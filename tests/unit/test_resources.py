@@ -6,6 +6,7 @@ import pytest
 
 from pyextender.api.objects import ObjectError, node_from_dict, pod_from_dict, pod_requests
 from pyextender.api.quantity import QuantityError, to_int, to_milli
+from pyextender.api.resources import amount, parse_resource_list
 
 
 @pytest.mark.parametrize(
@@ -135,3 +136,19 @@ def test_node_readiness_and_allocatable() -> None:
     )
     assert n.allocatable == {"cpu": 8000, "nvidia.com/gpu": 4}
     assert n.unschedulable and not n.ready
+
+
+def test_remembered_quantity_strings_give_the_same_amounts_and_errors() -> None:
+    """amount() remembers parsed strings: a repeat gives the same integer in the
+    column's unit (milli for cpu only), a malformed string fails every time, and a
+    non-string never shares an entry with an equal string or number (True == 1)."""
+    for _ in range(2):
+        assert amount("cpu", "500m") == 500
+        assert amount("memory", "1") == 1 and amount("cpu", "1") == 1000
+        with pytest.raises(QuantityError, match="invalid quantity 'lots'"):
+            amount("cpu", "lots")
+    assert amount("cpu", 1) == 1000
+    with pytest.raises(QuantityError, match="string or number"):
+        amount("cpu", True)
+    with pytest.raises(ValueError, match="resource 'cpu'"):
+        parse_resource_list({"cpu": "1x"})
