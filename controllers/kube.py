@@ -114,7 +114,7 @@ class Kube:
         if status:
             ns = namespace if kind.namespaced else ""
             return _obj(
-                self.status_route.patch_status_raw(
+                self.status_route.patch_status(
                     self.raw, kind.group, kind.version, kind.plural, ns, name, patch
                 )
             )

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -80,26 +79,6 @@ class StatusRoute:
 
     def patch_status(
         self,
-        group: str,
-        version: str,
-        plural: str,
-        namespace: str,
-        name: str,
-        body: dict[str, Any],
-        **kwargs: Any,
-    ) -> Any:
-        """Merge patch ``body`` (``status`` and optionally ``metadata.resourceVersion``)
-        where the installed CRD accepts status. ``namespace`` empty: a cluster-scoped
-        object. Extra keyword arguments go to the client call (e.g. ``_preload_content``)."""
-        kwargs.setdefault("_content_type", MERGE_PATCH)
-
-        def send(status: bool) -> Any:
-            return self._send(status, group, version, plural, namespace, name, body, kwargs)
-
-        return self._routed(group, version, plural, send)
-
-    def patch_status_raw(
-        self,
         raw: RawApi,
         group: str,
         version: str,
@@ -108,7 +87,9 @@ class StatusRoute:
         name: str,
         body: dict[str, Any],
     ) -> bytes:
-        """``patch_status`` through ``raw`` (libcurl): the reply's bytes."""
+        """Merge patch ``body`` (``status`` and optionally ``metadata.resourceVersion``)
+        where the installed CRD accepts status, sent through ``raw``; the reply's bytes.
+        ``namespace`` empty: a cluster-scoped object."""
         base = f"/apis/{group}/{version}"
         if namespace:
             base += f"/namespaces/{quote(namespace, safe='')}"
@@ -117,11 +98,6 @@ class StatusRoute:
         def send(status: bool) -> bytes:
             return raw.patch(path + "/status" if status else path, body, MERGE_PATCH)
 
-        result: bytes = self._routed(group, version, plural, send)
-        return result
-
-    def _routed(self, group: str, version: str, plural: str, send: Callable[[bool], Any]) -> Any:
-        """``send(True)`` to /status where the CRD has it, else ``send(False)``."""
         if self.has_status(group, version, plural):
             try:
                 return send(True)
@@ -133,25 +109,3 @@ class StatusRoute:
                 if self.has_status(group, version, plural):
                     raise
         return send(False)
-
-    def _send(
-        self,
-        status: bool,
-        group: str,
-        version: str,
-        plural: str,
-        namespace: str,
-        name: str,
-        body: dict[str, Any],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        c = self.custom
-        if namespace:
-            fn = (
-                c.patch_namespaced_custom_object_status
-                if status
-                else c.patch_namespaced_custom_object
-            )
-            return fn(group, version, namespace, plural, name, body, **kwargs)
-        fn = c.patch_cluster_custom_object_status if status else c.patch_cluster_custom_object
-        return fn(group, version, plural, name, body, **kwargs)

@@ -276,7 +276,7 @@ class Actuator:
             body["metadata"] = {"resourceVersion": resource_version}
         reply = await self._call(
             what,
-            self.status.patch_status_raw,
+            self.status.patch_status,
             self.raw,
             GROUP,
             VERSION,
