@@ -98,6 +98,7 @@ class Actuator:
         metrics: Metrics,
         parallel: int = 32,
         cache: ClusterCache | None = None,
+        raw: RawApi | None = None,
     ) -> None:
         self.cache = cache
         """The sidecar's cache: pods released at the barrier are let through in it at
@@ -109,7 +110,7 @@ class Actuator:
         self.core = client.CoreV1Api(api)
         self.status = StatusRoute(api)
         """PodGroup status goes to /status or, with Volcano's CRDs, to the object."""
-        self.raw = RawApi(api.configuration)
+        self.raw = raw or RawApi(api.configuration)
         """The writes made per gang or per pod (gate lifts, releases, status, events)
         go through libcurl: a third of the generated client's CPU per request."""
         self.metrics = metrics

@@ -20,6 +20,7 @@ from kubernetes import client
 from pyextender.api.client import api_client, body_of
 from pyextender.api.informer import Informer
 from pyextender.api.leader import KubeLeases, LeaderElector, LeaseConfig
+from pyextender.api.raw_requests import RawApi
 from pyextender.api.resources import gpu_resources
 from pyextender.api.supervise import Supervisor
 from pyextender.cache.cluster import ClusterCache
@@ -278,10 +279,11 @@ async def serve(opts: ServeOptions) -> int:
         return functools.partial(elector.valid, elector.epoch)
 
     courtesy = Courtesy()  # the cycle's thread gives way to filter and prioritize
+    raw = RawApi(api.configuration)  # one libcurl handle per API thread, for every write
     loop_ = SchedulerLoop(
         cache,
         lambda: current[0],
-        Actuator(api, metrics, cache=cache),
+        Actuator(api, metrics, cache=cache, raw=raw),
         metrics,
         fence if opts.leader_elect else None,
         courtesy,
@@ -297,7 +299,7 @@ async def serve(opts: ServeOptions) -> int:
     extender = Extender(
         cache,
         profile,
-        ApiBinder(api),
+        ApiBinder(api, raw),
         metrics,
         barrier,
         loop_.session_async,

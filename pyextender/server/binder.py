@@ -27,9 +27,9 @@ class Binder(Protocol):
 class ApiBinder:
     """POST pods/binding, as kube-scheduler's DefaultBinder does."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, raw: RawApi | None = None) -> None:
         self.core = client.CoreV1Api(api)
-        self.raw = RawApi(api.configuration)
+        self.raw = raw or RawApi(api.configuration)
         """One Binding per pod: through libcurl, a third of the generated client's CPU."""
 
     def bind(
