@@ -6,6 +6,12 @@ every released pod not yet bound (``full``), so a shim that reconnects, or a
 kube-scheduler that just took over, starts from the cache's truth; later
 messages carry each release as the cache sees it: our own actions' (at once)
 or another replica's (from its PodGroup annotation, through the watch).
+
+The shim moves every listed pod it queues to the active queue, so the stream
+also carries pods to try again: members refused because their PodGroup did not
+exist yet, once it appears (at once, or in the next stream's first message when
+it appeared while no shim was listening). For those the listing releases
+nothing: without the barrier annotation the shim never held them.
 """
 
 from __future__ import annotations
@@ -57,7 +63,15 @@ class ReleasedStream:
         self.watchers += 1
         try:
             first = self.cache.released_pending()
-            log.info("WatchReleased: %s watching, %d released pod(s) pending", who, len(first))
+            # and pods refused for a missing PodGroup that appeared while nobody listened
+            retries = self.cache.take_retries()
+            log.info(
+                "WatchReleased: %s watching, %d released pod(s) pending, %d to try again",
+                who,
+                len(first),
+                len(retries),
+            )
+            first += retries
             yield pb.ReleasedPods(full=True, pods=_refs(first)).SerializeToString()
             while True:
                 pods = await queue.get()

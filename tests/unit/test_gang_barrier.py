@@ -141,6 +141,49 @@ def test_the_stream_sends_the_members_of_a_podgroup_that_appeared() -> None:
     assert not later.full and [r.uid for r in later.pods] == ["uid-early"]
 
 
+def test_members_refused_while_no_stream_listened_go_in_the_next_streams_first_message() -> None:
+    """The PodGroup appears while the shim is reconnecting (no listener): the members
+    the shim was told to park (refused for the missing PodGroup) are listed in the
+    next stream's first message, once; refused pods whose PodGroup is still missing
+    stay for a later stream, and bound or gated ones are never listed."""
+    cache = ClusterCache()
+    for name in ("early", "bound", "gated"):
+        cache.pod_event("ADDED", _doc(name, barrier=False))
+    orphan = _doc("orphan", barrier=False)
+    orphan["metadata"]["annotations"] = {GROUP_NAME_ANNOTATION: "h"}  # PodGroup h: never made
+    cache.pod_event("ADDED", orphan)
+    for uid in ("uid-early", "uid-bound", "uid-gated", "uid-orphan"):
+        cache.note_refused_for_group(cache.pods_by_uid[uid])
+    cache.group_event("ADDED", _group_doc())  # nobody listening
+    cache.pod_event("MODIFIED", _doc("bound", node="n1", barrier=False))
+    gated_doc = _doc("gated", barrier=False)
+    gated_doc["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
+    cache.pod_event("MODIFIED", gated_doc)
+    stream = ReleasedStream(cache, Metrics())
+
+    async def first() -> Any:
+        gen = stream.watch(pb.WatchReleasedRequest(client="t").SerializeToString(), None)
+        msg = pb.ReleasedPods.FromString(await gen.__anext__())
+        await gen.aclose()
+        return msg
+
+    msg = asyncio.run(first())
+    assert msg.full and [r.uid for r in msg.pods] == ["uid-early"]
+    assert not asyncio.run(first()).pods, "each is sent once"
+    assert list(cache.refused_for_group) == ["uid-orphan"], "its PodGroup is still missing"
+
+
+def test_members_sent_when_their_podgroup_appears_are_not_sent_again() -> None:
+    cache = ClusterCache()
+    heard: list[list[str]] = []
+    cache.pod_released.append(lambda pods: heard.append(sorted(p.uid for p in pods)))
+    cache.pod_event("ADDED", _doc("early", barrier=False))
+    cache.note_refused_for_group(cache.pods_by_uid["uid-early"])
+    cache.group_event("ADDED", _group_doc())
+    assert heard == [["uid-early"]]
+    assert cache.take_retries() == [] and not cache.refused_for_group
+
+
 def _job(cache: ClusterCache, *names: str) -> Job:
     group = cache.groups["ns/g"]
     tasks = [
