@@ -75,10 +75,6 @@ class ClusterCache:
         self.deleted_uids: dict[str, None] = {}
         """Uids of pods deleted or terminated lately (insertion order, at most
         DELETED_MEMORY): tells "gone" from "not shown by the watch yet"."""
-        self.refused_for_group: dict[str, None] = {}
-        """Uids of pods the framework shim's PreFilter or Filter refused because their
-        PodGroup did not exist (insertion order, at most DELETED_MEMORY), until they
-        are sent to be tried again (``_retry_members``, ``take_retries``)."""
         self.pod_gone: list[Callable[[str], None]] = []
         """Called with a pod's uid when it is deleted, terminates or starts deleting."""
         self.pod_bound: list[Callable[[PodInfo], None]] = []
@@ -128,30 +124,21 @@ class ClusterCache:
         for key in new:
             self._retry_members(key)
 
-    def note_refused_for_group(self, pod: PodInfo) -> None:
-        """The shim was told ``pod``'s PodGroup is missing: kube-scheduler parks it
-        until an event it watches, and a PodGroup's creation is none."""
-        if pod.uid in self.refused_for_group:
-            return
-        self.refused_for_group[pod.uid] = None
-        if len(self.refused_for_group) > DELETED_MEMORY:
-            del self.refused_for_group[next(iter(self.refused_for_group))]
-
-    def take_retries(self) -> list[PodInfo]:
-        """Refused pods whose PodGroup exists now and that still wait (unbound, ours,
-        neither gated nor held): what a new WatchReleased stream sends in its first
-        message, so a PodGroup that appeared while no shim was listening does not leave
-        its members parked. Each is taken once; the others stay."""
-        out: list[PodInfo] = []
-        for uid in list(self.refused_for_group):
-            pod = self.pending.get(uid)
-            if pod is None:
-                del self.refused_for_group[uid]  # bound, gone or not ours
-            elif not self.missing_group(pod):
-                del self.refused_for_group[uid]
-                if not pod.gates:
-                    out.append(pod)
-        return out
+    def waiting_members(self) -> list[PodInfo]:
+        """Unbound members of existing PodGroups that are ours and neither gated nor
+        held at the barrier, and carry no barrier annotation: the pods PreFilter may
+        have refused while their PodGroup was missing. A new WatchReleased stream lists
+        them in its first message, so a PodGroup that appeared while no shim was
+        listening (the stream reconnecting, or this sidecar restarting) does not leave
+        its members parked; for one that was not parked the listing is a no-op."""
+        return [
+            p
+            for p in self.pending.values()
+            if not p.gates
+            and BARRIER_ANNOTATION not in p.annotations
+            and (key := self.group_of(p))
+            and key in self.groups
+        ]
 
     def _retry_members(self, key: str) -> None:
         """A PodGroup appeared: its members that kube-scheduler may have tried while it
@@ -163,10 +150,8 @@ class ClusterCache:
         barrier annotation is never held, so listing it releases nothing. Extender mode
         needs none of it: its filter's error has kube-scheduler retry within a backoff."""
         if not self.pod_released:
-            return  # nobody listens: a stream's first message sends them (take_retries)
+            return  # nobody listens: the next stream's first message lists them
         waiting = [p for p in self.member_pods(key) if p.uid in self.pending and not p.gates]
-        for pod in waiting:
-            self.refused_for_group.pop(pod.uid, None)
         if waiting:
             for listener in self.pod_released:
                 listener(waiting)

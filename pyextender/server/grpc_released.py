@@ -63,8 +63,8 @@ class ReleasedStream:
         self.watchers += 1
         try:
             first = self.cache.released_pending()
-            # and pods refused for a missing PodGroup that appeared while nobody listened
-            retries = self.cache.take_retries()
+            # and members that may have been refused while their PodGroup was missing
+            retries = self.cache.waiting_members()
             log.info(
                 "WatchReleased: %s watching, %d released pod(s) pending, %d to try again",
                 who,

@@ -167,7 +167,6 @@ class SchedulerService:
         while it is held at the gang barrier (the shim's PreEnqueue normally keeps such a
         pod out of the cycle; this covers a release the shim heard of before we did)."""
         if why := self.ext.cache.missing_group(pod):
-            self.ext.cache.note_refused_for_group(pod)  # sent again once it appears
             return _status(pb.UNSCHEDULABLE_AND_UNRESOLVABLE, why)
         key = self.ext.cache.group_of(pod)
         if BARRIER_GATE in pod.gates:

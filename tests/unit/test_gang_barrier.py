@@ -141,19 +141,19 @@ def test_the_stream_sends_the_members_of_a_podgroup_that_appeared() -> None:
     assert not later.full and [r.uid for r in later.pods] == ["uid-early"]
 
 
-def test_members_refused_while_no_stream_listened_go_in_the_next_streams_first_message() -> None:
-    """The PodGroup appears while the shim is reconnecting (no listener): the members
-    the shim was told to park (refused for the missing PodGroup) are listed in the
-    next stream's first message, once; refused pods whose PodGroup is still missing
-    stay for a later stream, and bound or gated ones are never listed."""
+def test_a_new_stream_lists_the_members_that_may_wait_for_a_podgroup_that_appeared() -> None:
+    """The PodGroup appeared while no shim was listening (the stream reconnecting, or
+    this sidecar restarting and listing everything anew): the next stream's first
+    message lists its unbound members, so the shim activates any it parked. Not
+    listed: bound, gated or held members, members of a PodGroup still missing. The
+    barrier's released pods are listed as before."""
     cache = ClusterCache()
     for name in ("early", "bound", "gated"):
         cache.pod_event("ADDED", _doc(name, barrier=False))
+    cache.pod_event("ADDED", _doc("held"))  # barrier annotation, not released
     orphan = _doc("orphan", barrier=False)
     orphan["metadata"]["annotations"] = {GROUP_NAME_ANNOTATION: "h"}  # PodGroup h: never made
     cache.pod_event("ADDED", orphan)
-    for uid in ("uid-early", "uid-bound", "uid-gated", "uid-orphan"):
-        cache.note_refused_for_group(cache.pods_by_uid[uid])
     cache.group_event("ADDED", _group_doc())  # nobody listening
     cache.pod_event("MODIFIED", _doc("bound", node="n1", barrier=False))
     gated_doc = _doc("gated", barrier=False)
@@ -169,19 +169,8 @@ def test_members_refused_while_no_stream_listened_go_in_the_next_streams_first_m
 
     msg = asyncio.run(first())
     assert msg.full and [r.uid for r in msg.pods] == ["uid-early"]
-    assert not asyncio.run(first()).pods, "each is sent once"
-    assert list(cache.refused_for_group) == ["uid-orphan"], "its PodGroup is still missing"
-
-
-def test_members_sent_when_their_podgroup_appears_are_not_sent_again() -> None:
-    cache = ClusterCache()
-    heard: list[list[str]] = []
-    cache.pod_released.append(lambda pods: heard.append(sorted(p.uid for p in pods)))
-    cache.pod_event("ADDED", _doc("early", barrier=False))
-    cache.note_refused_for_group(cache.pods_by_uid["uid-early"])
-    cache.group_event("ADDED", _group_doc())
-    assert heard == [["uid-early"]]
-    assert cache.take_retries() == [] and not cache.refused_for_group
+    cache.release(["uid-held"])
+    assert sorted(r.uid for r in asyncio.run(first()).pods) == ["uid-early", "uid-held"]
 
 
 def _job(cache: ClusterCache, *names: str) -> Job:

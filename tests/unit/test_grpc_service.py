@@ -165,8 +165,6 @@ def test_prefilter_skips_pods_of_other_schedulers_and_names_missing_groups(sc: S
     lost = sc.stub.PreFilter(pb.PreFilterRequest(pod=_ref("lost")))
     assert lost.status.code == pb.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert lost.status.reason.startswith("PodGroup ns/nogroup does not exist")
-    # remembered, so it is sent to be tried again once its PodGroup appears
-    assert list(sc.ext.cache.refused_for_group) == [sc.ext.cache.pods_by_key["ns/lost"].uid]
 
 
 def test_filter_answers_what_prefilter_would(sc: Sidecar) -> None:
