@@ -165,6 +165,47 @@ def test_a_gang_created_while_the_sidecar_is_down_goes_once_it_is_back(
     wait_for("the gang bound", lambda: all(p.spec.node_name for p in _pods(api, ns)), 60)
 
 
+def test_members_parked_for_a_podgroup_made_while_the_sidecar_was_down_go_once_it_is_back(
+    fw: Cluster, api: client.ApiClient
+) -> None:
+    """Members without the barrier annotation (a namespace the webhook does not adopt)
+    that name a missing PodGroup are refused at PreFilter as unresolvable, which parks
+    them in kube-scheduler until an event it watches. The PodGroup is created while the
+    sidecar is down, so nobody hears of it then; the restarted sidecar's first
+    WatchReleased message lists them and the shim moves them back to the active queue:
+    bound within a minute, not at kube-scheduler's five-minute flush."""
+    core = client.CoreV1Api(api)
+    ns = f"parked-{int(time.time() * 1000) % 10**8}"
+    core.create_namespace({"metadata": {"name": ns}})
+    names = ["later-0", "later-1"]
+    for name in names:
+        m = pod(name, ns, gpus=1)
+        m["metadata"]["annotations"] = {GROUP_NAME_ANNOTATION: "later"}
+        core.create_namespaced_pod(ns, m)
+    want = f"PodGroup {ns}/later does not exist"
+
+    def said() -> bool:
+        events = core.list_namespaced_event(ns, field_selector="reason=FailedScheduling")
+        return any(want in (e.message or "") for e in events.items)
+
+    try:
+        wait_for("a FailedScheduling event naming the PodGroup", said, timeout=30)
+        fw.stop_role("sidecar", signal.SIGTERM)
+        try:
+            podgroup(api, ns, "later", 2)
+            time.sleep(1.0)
+        finally:
+            fw.start_sidecar()
+            fw.wait_sidecar_ready()
+        wait_for(
+            "both bound",
+            lambda: all(p.spec.node_name for p in core.list_namespaced_pod(ns).items),
+            60,
+        )
+    finally:
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+
+
 def test_a_volcano_job_runs_through_the_barrier(
     fw: Cluster, api: client.ApiClient, ns: str
 ) -> None:
