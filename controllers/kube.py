@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pyextender.api.client import body_of
-from pyextender.api.raw_requests import MERGE_PATCH, RawApi
+from pyextender.api.raw_requests import MERGE_PATCH, RawApi, object_path
 from pyextender.api.status_route import StatusRoute
 
 _decode = msgspec.json.Decoder().decode
@@ -47,9 +47,8 @@ COMMANDS = CustomKind("bus.volcano.sh", "v1alpha1", "commands", namespaced=True)
 
 def _path(kind: CustomKind, namespace: str, name: str = "") -> str:
     """The REST path of ``kind`` (in ``namespace`` when namespaced), or of one object."""
-    where = f"/namespaces/{namespace}" if kind.namespaced else ""
-    path = f"/apis/{kind.group}/{kind.version}{where}/{kind.plural}"
-    return f"{path}/{name}" if name else path
+    ns = namespace if kind.namespaced else ""
+    return object_path(kind.group, kind.version, kind.plural, ns, name)
 
 
 def not_found(exc: BaseException) -> bool:

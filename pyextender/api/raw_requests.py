@@ -2,11 +2,11 @@
 
 The sidecar writes to the API server once or twice per pod it schedules (the
 Binding, a gang member's gate, its PodGroup's status and release, an event).
-Through the generated client each write cost ~0.6-0.7 ms of CPU on a 2-core
+Through the generated client each write cost ~0.45-0.75 ms of CPU on a 2-core
 machine even when idle: nearly all of it in urllib3 and http.client (header
 parsing through the email package), not in the client's own layers (~20 us).
-The same PATCH through one kept-alive libcurl handle per thread costs
-~0.2-0.27 ms (bench: ``python bench/api_writes.py``). On a busy 2-core node that
+The same write through one kept-alive libcurl handle per thread costs
+~0.12-0.21 ms (bench: ``python bench/api_writes.py``). On a busy 2-core node that
 is CPU the API server and kube-scheduler get back.
 
 ``RawApi.request`` takes a body we have encoded and returns the reply's bytes;
@@ -26,7 +26,7 @@ from __future__ import annotations
 import io
 import threading
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import msgspec
 import pycurl
@@ -118,12 +118,11 @@ class RawApi:
         curl = self._handle()
         out = io.BytesIO()
         curl.setopt(pycurl.URL, self.base + path)
-        curl.setopt(pycurl.CUSTOMREQUEST, method)
-        if body is not None:
-            curl.setopt(pycurl.POSTFIELDS, body)
+        if body is None:
+            curl.setopt(pycurl.HTTPGET, 1)  # a reused handle may still carry a body
         else:
-            curl.setopt(pycurl.HTTPGET, 1)
-            curl.setopt(pycurl.CUSTOMREQUEST, method)
+            curl.setopt(pycurl.POSTFIELDS, body)
+        curl.setopt(pycurl.CUSTOMREQUEST, method)
         curl.setopt(pycurl.HTTPHEADER, self._headers(content_type))
         curl.setopt(pycurl.WRITEDATA, out)
         try:
@@ -145,6 +144,14 @@ class RawApi:
 
     def patch(self, path: str, patch: Any, content_type: str = MERGE_PATCH) -> bytes:
         return self.request("PATCH", path, msgspec.json.encode(patch), content_type)
+
+
+def object_path(group: str, version: str, plural: str, namespace: str, name: str = "") -> str:
+    """REST path of a custom resource collection (``namespace`` "" for cluster-scoped
+    kinds), or of one object of it."""
+    where = f"/namespaces/{quote(namespace, safe='')}" if namespace else ""
+    path = f"/apis/{group}/{version}{where}/{plural}"
+    return f"{path}/{quote(name, safe='')}" if name else path
 
 
 def _api_error(status: int, data: bytes) -> ApiException:

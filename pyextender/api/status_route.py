@@ -20,14 +20,13 @@ from __future__ import annotations
 import threading
 import time
 from typing import Any
-from urllib.parse import quote
 
 import msgspec
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pyextender.api.client import body_of
-from pyextender.api.raw_requests import MERGE_PATCH, RawApi
+from pyextender.api.raw_requests import MERGE_PATCH, RawApi, object_path
 
 TTL_S = 60.0
 """Seconds a discovery answer is trusted before it is asked again."""
@@ -90,10 +89,7 @@ class StatusRoute:
         """Merge patch ``body`` (``status`` and optionally ``metadata.resourceVersion``)
         where the installed CRD accepts status, sent through ``raw``; the reply's bytes.
         ``namespace`` empty: a cluster-scoped object."""
-        base = f"/apis/{group}/{version}"
-        if namespace:
-            base += f"/namespaces/{quote(namespace, safe='')}"
-        path = f"{base}/{plural}/{quote(name, safe='')}"
+        path = object_path(group, version, plural, namespace, name)
 
         def send(status: bool) -> bytes:
             return raw.patch(path + "/status" if status else path, body, MERGE_PATCH)

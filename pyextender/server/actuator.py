@@ -43,7 +43,7 @@ from pyextender.actions.decisions import Decisions, Eviction
 from pyextender.api.leader import Fenced
 from pyextender.api.names import BARRIER_GATE, GANG_GATE, RELEASED_ANNOTATION
 from pyextender.api.objects import PodInfo
-from pyextender.api.raw_requests import JSON_PATCH, RawApi
+from pyextender.api.raw_requests import JSON_PATCH, RawApi, object_path
 from pyextender.api.status_route import StatusRoute
 from pyextender.cache.batch import GroupView
 from pyextender.cache.cluster import ClusterCache, released_uids
@@ -438,7 +438,7 @@ class Actuator:
                 await self._call(
                     "release",
                     self.raw.patch,
-                    f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}",
+                    object_path(GROUP, VERSION, PLURAL, namespace, name),
                     body,
                     allowed=allowed,
                 )
