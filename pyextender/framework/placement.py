@@ -8,6 +8,7 @@ that the caller owns; ``commit`` subtracts the placement from it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -57,28 +58,70 @@ def place(
     if work.shape[0] == 0 or not allowed.any():
         return Placement([-1] * len(requests), len(requests), "no schedulable node")
     peak = np.maximum(work.max(axis=0), 1)
-    order = sorted(range(len(requests)), key=lambda i: -float((requests[i] / peak).max()))
     placed = [-1] * len(requests)
     reason = ""
-    for i in order:
-        req = requests[i]
-        cols = np.flatnonzero(req > 0)
-        if cols.shape[0] == 0:
-            placed[i] = int(np.flatnonzero(allowed)[0])
-            continue
-        fits = allowed & (work[:, cols] >= req[cols]).all(axis=1)
-        if not fits.any():
-            reason = reason or _shortage(work, allowed, req, cols, resources)
-            continue
-        key = cols[int(np.argmax(req[cols] / peak[cols]))]
-        slack = np.where(fits, work[:, key] - req[key], np.iinfo(np.int64).max)
-        row = int(np.argmin(slack))
-        work[row] -= req
-        placed[i] = row
+    if not requests:
+        return Placement(rows=placed, unplaced=0, reason=reason)
+    asks = np.stack(requests)
+    # scarcest first; a stable sort keeps equal keys in the order given
+    order = np.argsort(-(asks / peak).max(axis=1), kind="stable")
+    ranked = asks[order]
+    # where the request changes along that order: each run of equal requests (a gang's
+    # members, mostly) is placed in one go, since one by one each would go where the
+    # one before went until that node is full (it stays the tightest fit)
+    cuts = np.flatnonzero((ranked[1:] != ranked[:-1]).any(axis=1)) + 1
+    tasks = order.tolist()
+    bounds = [0, *cuts.tolist(), len(tasks)]
+    for start, end in itertools.pairwise(bounds):
+        reason = _place_run(
+            work, allowed, ranked[start], peak, tasks[start:end], placed, reason, resources
+        )
     unplaced = placed.count(-1)
     if commit and unplaced == 0:
         free[...] = work
     return Placement(rows=placed, unplaced=unplaced, reason=reason)
+
+
+def _place_run(
+    work: IntArray,
+    allowed: BoolArray,
+    req: IntArray,
+    peak: IntArray,
+    tasks: list[int],
+    placed: list[int],
+    reason: str,
+    resources: Sequence[str],
+) -> str:
+    """Best-fit for ``tasks``, all asking ``req``: fills ``placed`` and subtracts from
+    ``work``; returns ``reason``, or why they do not fit when it was still "".
+
+    The same rows as placing them one by one: a task goes to the fitting row with
+    the least slack on the key resource (the first of equals); that row's slack
+    then drops further, so the next task goes there too while it still fits."""
+    cols = np.flatnonzero(req > 0)
+    if cols.shape[0] == 0:
+        row = int(np.flatnonzero(allowed)[0])
+        for i in tasks:
+            placed[i] = row
+        return reason
+    need = req[cols]
+    key = cols[int(np.argmax(need / peak[cols]))]
+    fits = allowed & (work[:, cols] >= need).all(axis=1)
+    slack = np.where(fits, work[:, key] - req[key], np.iinfo(np.int64).max)
+    at = 0
+    while at < len(tasks):
+        row = int(np.argmin(slack))
+        if not fits[row]:
+            return reason or _shortage(work, allowed, req, cols, resources)
+        take = min(len(tasks) - at, int((work[row, cols] // need).min()))
+        work[row] -= take * req
+        for i in tasks[at : at + take]:
+            placed[i] = row
+        at += take
+        # the row is full for this request now (or the run is done): only it changed
+        fits[row] = False
+        slack[row] = np.iinfo(np.int64).max
+    return reason
 
 
 def _shortage(
