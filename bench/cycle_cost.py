@@ -16,7 +16,10 @@ shape of bench/e2e.py's gang phase: --gang-nodes nodes with 8 GPUs, G running
 PodGroups of 8 one-GPU pods and 8 waiting gated gangs of the same shape, for each G
 of --gangs. The waiting gangs are decided again every cycle (nothing is written);
 once the cluster is full (G >= nodes) they starve, and preempt and reclaim look
-for victims among every running pod each cycle.
+for victims among every running pod each cycle. Each row is measured twice: as
+shipped, and with every action's virtual placement done one task at a time
+(bench/placement_reference.py, how it worked before a gang's equal requests were
+placed per node): the "1-by-1" columns, and their ratio to the shipped p50.
 
 Usage: python bench/cycle_cost.py [--nodes 5000] [--cycles 200] [--ticks 10]
        [--gangs 150,450,1000] [--gang-nodes 500] [--gang-cycles 60]
@@ -26,17 +29,21 @@ Last line: one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import gc
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from placement_reference import one_by_one
 from verbs import NoWrites, build_extender, node_doc, pod_doc
 
 from pyextender.cache.cluster import ClusterCache
@@ -119,6 +126,24 @@ def member_doc(name: str, group: str, node: str | None) -> dict[str, Any]:
     return doc
 
 
+PLACING_MODULES = (
+    "pyextender.actions.allocate",
+    "pyextender.actions.enqueue",
+    "pyextender.actions.evict",
+    "pyextender.actions.reservation",
+)
+"""The actions that call pyextender.framework.placement.place."""
+
+
+@contextlib.contextmanager
+def placing_one_by_one() -> Iterator[None]:
+    """Every action places one task at a time (the baseline)."""
+    with contextlib.ExitStack() as stack:
+        for module in PLACING_MODULES:
+            stack.enter_context(mock.patch(f"{module}.place", one_by_one))
+        yield
+
+
 def gang_scaling(nodes: int, running: int, cycles: int) -> dict[str, float]:
     """decide over ``running`` bound gangs and 8 waiting ones (module docstring)."""
     cache = ClusterCache()
@@ -177,14 +202,20 @@ def main() -> int:
     rows = []
     if args.gangs:
         print(f"gangs of 8 running on {args.gang_nodes} nodes (8 GPUs), 8 gangs waiting:")
-        cols = ("running", "pods", "p50 ms", "p99 ms", "min ms", "cpu p50")
+        cols = ("running", "pods", "p50 ms", "p99 ms", "min ms", "cpu p50", "1-by-1 p50", "ratio")
         print(" ".join(f"{c:>8}" if i != 1 else f"{c:>6}" for i, c in enumerate(cols)))
         for g in (int(x) for x in args.gangs.split(",")):
             r = gang_scaling(args.gang_nodes, g, args.gang_cycles)
+            with placing_one_by_one():
+                base = gang_scaling(args.gang_nodes, g, args.gang_cycles)
+            r["one_by_one_decide_p50_ms"] = base["decide_p50_ms"]
+            r["one_by_one_decide_p99_ms"] = base["decide_p99_ms"]
+            r["one_by_one_vs_shipped_p50"] = round(base["decide_p50_ms"] / r["decide_p50_ms"], 2)
             rows.append(r)
             print(
                 f"{g:>8} {r['pods']:>6} {r['decide_p50_ms']:>8.2f} {r['decide_p99_ms']:>8.2f}"
                 f" {r['decide_min_ms']:>8.2f} {r['decide_cpu_p50_ms']:>8.2f}"
+                f" {base['decide_p50_ms']:>10.2f} {r['one_by_one_vs_shipped_p50']:>8.2f}"
             )
     ext = build_extender(args.nodes)
     cache = ext.cache

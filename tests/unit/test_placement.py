@@ -1,55 +1,17 @@
 """Virtual placement (pyextender.framework.placement): runs of equal requests are
 placed in one go, and that must give the rows, reasons and free capacity that
-placing the tasks one by one gives."""
+placing the tasks one by one gives (bench/placement_reference.py, the code before)."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyextender.framework.placement import IntArray, Placement, _shortage, place
+from bench.placement_reference import one_by_one
+from pyextender.framework.placement import place
 
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
-
-
-def one_by_one(
-    free: IntArray,
-    requests: Sequence[IntArray],
-    allowed: np.ndarray | None = None,
-    commit: bool = False,
-) -> Placement:
-    """Best-fit decreasing, one task at a time: the reference."""
-    work = free.copy()
-    if allowed is None:
-        allowed = np.ones(work.shape[0], dtype=np.bool_)
-    if work.shape[0] == 0 or not allowed.any():
-        return Placement([-1] * len(requests), len(requests), "no schedulable node")
-    peak = np.maximum(work.max(axis=0), 1)
-    order = sorted(range(len(requests)), key=lambda i: -float((requests[i] / peak).max()))
-    placed = [-1] * len(requests)
-    reason = ""
-    for i in order:
-        req = requests[i]
-        cols = np.flatnonzero(req > 0)
-        if cols.shape[0] == 0:
-            placed[i] = int(np.flatnonzero(allowed)[0])
-            continue
-        fits = allowed & (work[:, cols] >= req[cols]).all(axis=1)
-        if not fits.any():
-            reason = reason or _shortage(work, allowed, req, cols, RESOURCES)
-            continue
-        key = cols[int(np.argmax(req[cols] / peak[cols]))]
-        slack = np.where(fits, work[:, key] - req[key], np.iinfo(np.int64).max)
-        row = int(np.argmin(slack))
-        work[row] -= req
-        placed[i] = row
-    unplaced = placed.count(-1)
-    if commit and unplaced == 0:
-        free[...] = work
-    return Placement(rows=placed, unplaced=unplaced, reason=reason)
 
 
 SHAPES = [
@@ -87,7 +49,7 @@ def test_runs_of_equal_requests_go_where_one_by_one_placement_puts_them(
     for allow in (None, allowed):
         mine, theirs = free.copy(), free.copy()
         got = place(mine, requests, RESOURCES, allow, commit=True)
-        want = one_by_one(theirs, requests, allow, commit=True)
+        want = one_by_one(theirs, requests, RESOURCES, allow, commit=True)
         assert got == want
         assert (mine == theirs).all()
 
