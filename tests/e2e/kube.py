@@ -76,6 +76,23 @@ def events_for(core: client.CoreV1Api, namespace: str, pod_name: str) -> list[st
     return [f"{e.reason}: {e.message}" for e in evs.items]
 
 
+def reasons_for(
+    core: client.CoreV1Api, namespace: str, reason: str, expected: set[str], timeout: float = 10.0
+) -> set[str]:
+    """The names of the objects with a ``reason`` event in ``namespace``, once they include
+    ``expected`` (or at the timeout). The sidecar posts an eviction's event after the
+    eviction, without waiting for it, so it can land a moment after what the eviction let
+    happen; callers still assert the exact set."""
+    names: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        evs = core.list_namespaced_event(namespace, field_selector=f"reason={reason}").items
+        names = {e.involved_object.name for e in evs}
+        if expected <= names or time.monotonic() >= deadline:
+            return names
+        time.sleep(0.1)
+
+
 def metrics(url: str) -> dict[str, float]:
     """Prometheus text -> {"name{labels}": value} (samples only)."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=5) as r:

@@ -42,6 +42,7 @@ from tests.e2e.kube import (
     podgroup,
     priority_class,
     queue,
+    reasons_for,
     wait_for,
 )
 from tests.e2e.waits import Sampler, barrier_waiting, cycles_pass
@@ -395,8 +396,7 @@ def test_priority_preemption_evicts_victim_gangs_whole(env: Env) -> None:
     left = [p for p in core.list_namespaced_pod(namespace).items if p.metadata.name in low]
     # evicting 2 of 4 would leave "low" below minMember 4: it must have gone whole
     assert left == [] or all(p.metadata.deletion_timestamp for p in left)
-    evs = core.list_namespaced_event(namespace, field_selector="reason=Preempted").items
-    assert len({e.involved_object.name for e in evs}) == 4
+    assert reasons_for(core, namespace, "Preempted", set(low)) == set(low)
 
 
 def test_reclaim_only_from_reclaimable_queues(
@@ -430,7 +430,12 @@ def test_reclaim_only_from_reclaimable_queues(
     wait_for("greedy takes the idle share", lambda: bound_of(core, namespace, g) == 2, timeout=60)
     again = gang(core, api, namespace, "mine2", 1, gpus=8, queue_name=owner)
     wait_for("owner reclaims its share", lambda: bound_of(core, namespace, again) == 1, timeout=90)
-    evs = core.list_namespaced_event(namespace, field_selector="reason=Reclaimed").items
+    # the event follows the eviction without being waited for: it may land a moment later
+    evs = wait_for(
+        "the Reclaimed event",
+        lambda: core.list_namespaced_event(namespace, field_selector="reason=Reclaimed").items,
+        timeout=10,
+    )
     assert len(evs) == 1 and evs[0].involved_object.name in g
 
 

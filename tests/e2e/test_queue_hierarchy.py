@@ -13,7 +13,15 @@ import pytest
 from kubernetes import client
 
 from devcluster.cluster import ClusterState
-from tests.e2e.kube import bound_of, condition, gang, priority_class, queue, wait_for
+from tests.e2e.kube import (
+    bound_of,
+    condition,
+    gang,
+    priority_class,
+    queue,
+    reasons_for,
+    wait_for,
+)
 from tests.e2e.waits import cycles_pass
 
 pytestmark = pytest.mark.e2e
@@ -185,8 +193,7 @@ def test_preempt_stays_within_the_parents_capability(
         }
         assert not set(lo) & live, live  # all four went: 4 + 4 + 4 would be 12 > 8
         assert set(bs) <= live, live
-        evs = core.list_namespaced_event(namespace, field_selector="reason=Preempted").items
-        assert {e.involved_object.name for e in evs} == set(lo)
+        assert reasons_for(core, namespace, "Preempted", set(lo)) == set(lo)
     finally:
         custom.delete_collection_namespaced_custom_object(
             "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
