@@ -19,7 +19,7 @@ from pyextender.api.volcano import CronJob, Job
 from pyextender.api.volcano.codec import show
 from pyextender.api.volcano.meta import ObjectMeta
 from webhook.findings import Findings
-from webhook.queues import QueueSource
+from webhook.queues import QueueSource, absent
 from webhook.validate_job import check_job_spec
 
 PREFIX = "spec.jobTemplate."
@@ -43,7 +43,7 @@ def check_cronjob(cron: CronJob, operation: str, queues: QueueSource) -> Finding
         queue = template.spec.queue
         info = queues.get(queue)
         if info is None:
-            found.problem(f"{PREFIX}spec.queue", f"queue {show(queue)} does not exist")
+            found.problem(f"{PREFIX}spec.queue", absent(queue))
         elif not info.is_open:
             found.warn(
                 f"{PREFIX}spec.queue: queue {show(queue)} is {info.state}; "

@@ -22,7 +22,7 @@ from pyextender.api.volcano import Job
 from pyextender.api.volcano.codec import show
 from pyextender.api.volcano.job import LifecyclePolicy, TaskSpec
 from webhook.findings import Findings
-from webhook.queues import QueueSource
+from webhook.queues import QueueSource, absent
 from webhook.validate_pod_template import check_pod_template
 
 POD_NAME_MAX = 63
@@ -214,7 +214,7 @@ def check_job(
         name = job.spec.queue
         info = queues.get(name)
         if info is None:
-            found.problem("spec.queue", f"queue {show(name)} does not exist")
+            found.problem("spec.queue", absent(name))
         elif not info.is_open:
             found.problem(
                 "spec.queue",

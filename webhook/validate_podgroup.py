@@ -12,7 +12,7 @@ from __future__ import annotations
 from pyextender.api.volcano import PodGroup
 from pyextender.api.volcano.codec import show
 from webhook.findings import Findings
-from webhook.queues import QueueSource
+from webhook.queues import QueueSource, absent
 
 
 def check_podgroup(
@@ -24,7 +24,7 @@ def check_podgroup(
         name = spec.queue_name
         info = queues.get(name)
         if info is None:
-            found.problem("spec.queue", f"queue {show(name)} does not exist")
+            found.problem("spec.queue", absent(name))
         elif not info.is_open:
             found.problem(
                 "spec.queue",

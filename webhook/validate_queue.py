@@ -28,7 +28,7 @@ from pyextender.api.volcano import Queue
 from pyextender.api.volcano.codec import show
 from pyextender.api.volcano.queue import DEFAULT_QUEUE, HIERARCHY, HIERARCHY_WEIGHTS, ROOT_QUEUE
 from webhook.findings import Findings
-from webhook.queues import QueueSource
+from webhook.queues import QueueSource, absent
 
 MAX_DEPTH = 64
 """Queue tree depth we walk before calling the chain broken (guards stored cycles)."""
@@ -124,7 +124,7 @@ def _check_parent(queue: Queue, queues: QueueSource, found: Findings) -> None:
         info = queues.get(current)
         if info is None:
             where = "parent queue" if current == parent else f"ancestor queue (via {show(parent)})"
-            found.problem("spec.parent", f"{where} {show(current)} does not exist")
+            found.problem("spec.parent", absent(current, where))
             return
         chain.append(current)
         if current == name or len(chain) > MAX_DEPTH:

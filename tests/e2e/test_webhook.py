@@ -229,6 +229,18 @@ INVALID: list[tuple[str, tuple[str, str, str], dict[str, Any], list[str]]] = [
         ['PodGroup "pg-bad" is invalid', "spec.queue", '"no-such-queue" does not exist'],
     ),
     (
+        # the API server refuses "%" in a path (400): no lookup, a plain denial, not a 503
+        "podgroup queue that cannot be a name",
+        PODGROUP,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg-bad-name"},
+            "spec": {"minMember": 2, "queue": "%"},
+        },
+        ['PodGroup "pg-bad-name" is invalid', "spec.queue", "a queue name is a DNS subdomain"],
+    ),
+    (
         "job minAvailable over replicas",
         JOB,
         {

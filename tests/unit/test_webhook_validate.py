@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.unit.webhook_support import request
-from webhook.queues import MemoryQueues, QueueInfo, QueueLookupError
+from webhook.queues import ApiQueues, MemoryQueues, QueueInfo, QueueLookupError
 from webhook.validate import validate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -98,6 +98,11 @@ CREATE_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("podgroup ok", podgroup(queue="research"), []),
     ("podgroup default queue", podgroup(), []),
     ("podgroup missing queue", podgroup(queue="nope"), ["spec.queue", '"nope" does not exist']),
+    (
+        "podgroup queue that cannot be a name",
+        podgroup(queue="%"),
+        ["spec.queue", '"%" does not exist: a queue name is a DNS subdomain'],
+    ),
     ("podgroup closed queue", podgroup(queue="closed"), ["spec.queue", "is Closed"]),
     ("podgroup negative minMember", podgroup(minMember=-1), ["spec.minMember", ">= 0"]),
     ("podgroup unknown field", podgroup(minMembers=3), ["spec.minMembers: unknown field"]),
@@ -119,6 +124,11 @@ CREATE_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
         "queue missing parent",
         queue("new", parent="ghost"),
         ["spec.parent", '"ghost" does not exist'],
+    ),
+    (
+        "queue parent that cannot be a name",
+        queue("new", parent="a/b"),
+        ["spec.parent", 'parent queue "a/b" does not exist: a queue name is a DNS subdomain'],
     ),
     ("queue own parent", queue("new", parent="new"), ["spec.parent", "its own parent"]),
     (
@@ -165,6 +175,11 @@ CREATE_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("job ok", job(), []),
     ("job in research", job(queue="research"), []),
     ("job missing queue", job(queue="nope"), ["spec.queue", '"nope" does not exist']),
+    (
+        "job queue with upper case",
+        job(queue="Research"),
+        ["spec.queue: must match", 'got "Research"'],  # the Job schema's own pattern
+    ),
     ("job closed queue", job(queue="closed"), ["spec.queue", "is Closed"]),
     ("job no tasks", job(tasks=[]), ["spec.tasks: at least one task"]),
     (
@@ -476,6 +491,20 @@ def test_lookup_failure_denies_with_503() -> None:
     verdict = validate(request(job(queue="x")), Down())
     assert not verdict.allowed and verdict.code == 503
     assert "connection refused" in verdict.message
+
+
+def test_api_queues_do_not_ask_for_names_no_queue_can_have() -> None:
+    """A name the API server would refuse in a path (400 for ``%``) is a plain
+    "does not exist", not a lookup failure (503): no request is sent for it."""
+    from kubernetes import client
+
+    config = client.Configuration()
+    config.host = "http://127.0.0.1:9"  # discard port: nothing listens, a request would fail
+    queues = ApiQueues(client.ApiClient(config), timeout=0.5)
+    for name in ("%", "a/b", "..", "Upper", "-x", "x" * 254, ""):
+        assert queues.get(name) is None, name
+    with pytest.raises(QueueLookupError, match="cannot read queue 'research'"):
+        queues.get("research")
 
 
 def test_unknown_kind_is_a_configuration_error() -> None:
