@@ -19,7 +19,9 @@ whole Pod, reply decoded) and the shim (protobuf PodRef + names, reply
 decoded), again alternating call by call. Python's gRPC client costs a few
 hundred microseconds per call more than http.client; Go's does not. The Go
 client also times what the shim asks per pod before Reserve: one Filter call
-with_scores (verdicts and scores together), against Filter then Score.
+with_scores (verdicts and scores together), against Filter then Score; and the
+shim's two calls per pod (Filter, Reserve) as unary calls against messages on
+its Cycle stream, with the sidecar's CPU per pod for each.
 
 Usage: python bench/grpc_verbs.py [--nodes 1000,5000,10000] [--requests 1000] [--no-go-client]
 Last line: one JSON object with every figure.
@@ -138,7 +140,9 @@ def build_go_client(out: Path) -> Path | None:
     return exe
 
 
-def go_client(exe: Path, port: int, sock: str, nodes: int, requests: int, tmp: str) -> Any:
+def go_client(
+    exe: Path, port: int, sock: str, nodes: int, requests: int, tmp: str, server_pid: int
+) -> Any:
     pod_file = Path(tmp) / "pod.json"
     doc = pod_doc(POD, 4, None)
     doc["metadata"]["resourceVersion"] = "1"
@@ -150,6 +154,7 @@ def go_client(exe: Path, port: int, sock: str, nodes: int, requests: int, tmp: s
         f"-pod={pod_file}",
         f"-nodes={nodes}",
         f"-requests={requests}",
+        f"-server-pid={server_pid}",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
     if out.returncode != 0:
@@ -225,12 +230,14 @@ def run(nodes: int, requests: int, go_exe: Path | None = None) -> dict[str, Any]
             channel.close()
             c.close()
             if go_exe is not None:
-                go = go_client(go_exe, port, sock, nodes, requests, tmp)
+                go = go_client(go_exe, port, sock, nodes, requests, tmp, proc.pid)
                 for key, value in go.items():
                     res[f"go_{key}"] = value
                 for verb in ("filter", "score"):
                     below = go[f"{verb}_grpc_p99_ms"] < go[f"{verb}_http_p99_ms"]
                     res[f"go_{verb}_grpc_p99_below_http"] = below
+                unary, stream = (go[f"pod_calls_{w}_server_cpu_us"] for w in ("unary", "stream"))
+                res["go_pod_calls_server_cpu_unary_vs_stream"] = unary / stream if stream else None
             return res
         finally:
             proc.terminate()
@@ -311,6 +318,26 @@ def main() -> None:
                     r["go_cycle_two_calls_p99_ms"],
                     r["go_cycle_one_call_p50_ms"],
                     r["go_cycle_one_call_p99_ms"],
+                )
+            )
+        print("Go client, the shim's two calls per pod (Filter with scores, Reserve): unary")
+        print("calls against messages on one Cycle stream, alternating blocks of 50 pods;")
+        print("sidecar CPU per pod over all its threads:")
+        print("{:>6} {:>11} {:>11} {:>12} {:>12} {:>12} {:>13} {:>6}".format(
+            "nodes", "unary p50", "unary p99", "stream p50", "stream p99", "unary CPU",
+            "stream CPU", "ratio"))  # fmt: skip
+        for r in results:
+            print(
+                "{:>6} {:>8.3f} ms {:>8.3f} ms {:>9.3f} ms {:>9.3f} ms {:>9.0f} µs {:>10.0f} µs "
+                "{:>6.2f}".format(
+                    r["nodes"],
+                    r["go_pod_calls_unary_p50_ms"],
+                    r["go_pod_calls_unary_p99_ms"],
+                    r["go_pod_calls_stream_p50_ms"],
+                    r["go_pod_calls_stream_p99_ms"],
+                    r["go_pod_calls_unary_server_cpu_us"],
+                    r["go_pod_calls_stream_server_cpu_us"],
+                    r["go_pod_calls_server_cpu_unary_vs_stream"] or 0.0,
                 )
             )
     print("milliseconds per call; HTTP score = POST /prioritize; no-op = GET /healthz and")

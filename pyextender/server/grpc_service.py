@@ -32,6 +32,7 @@ from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray
 from pyextender.framework.status import Code
 from pyextender.server.grpc_annotate import Annotator
 from pyextender.server.grpc_batch import Batch, BatchParser
+from pyextender.server.grpc_cycle import CYCLE_FILTER, CYCLE_RESERVE, Answer, CycleStream, Refused
 from pyextender.server.grpc_permit import DEFAULT_MAX_WAIT_S, quorum
 from pyextender.server.grpc_released import ReleasedStream
 from pyextender.server.proto_gen.pyextender.v1 import scheduler_pb2 as pb
@@ -499,6 +500,20 @@ class SchedulerService:
             for name, spec in methods.items()
         }
         handlers["WatchReleased"] = grpc.unary_stream_rpc_method_handler(self.released.watch)
+        # the cycle's calls as stream messages: their own parsers (the Filter name
+        # memo follows one stream of requests) and the same metrics labels
+        cycle = CycleStream(
+            {
+                CYCLE_FILTER: self._answerer(
+                    "Filter", self.filter, BatchParser(pb.FilterRequest), pb.FilterResponse
+                ),
+                CYCLE_RESERVE: self._answerer(
+                    "Reserve", self.reserve, pb.ReserveRequest, pb.ReserveResponse
+                ),
+            },
+            self.ext.metrics,
+        )
+        handlers["Cycle"] = grpc.stream_stream_rpc_method_handler(cycle.serve)
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def _wrap(
@@ -508,7 +523,30 @@ class SchedulerService:
         request: Any,
         response_type: Any,
     ) -> Callable[[bytes, Any], Awaitable[bytes]]:
-        """``request`` is the message class, or a BatchParser for Filter and Score."""
+        """A unary method: the answer, or the call ended with the refusal's code."""
+        answer = self._answerer(name, fn, request, response_type)
+
+        async def handle(raw: bytes, context: Any) -> bytes:
+            try:
+                return await answer(raw, context)
+            except Refused as exc:
+                await context.abort(exc.code, exc.text)
+                raise  # abort raises; never reached
+
+        return handle
+
+    def _answerer(
+        self,
+        name: str,
+        fn: Callable[[Any, Any], Awaitable[Any]],
+        request: Any,
+        response_type: Any,
+    ) -> Answer:
+        """Parses one request, runs ``fn`` and serialises its reply, counting it in the
+        metrics; raises Refused with the gRPC code when the request cannot be answered.
+        ``request`` is the message class, or a BatchParser for Filter and Score.
+        ``context`` needs only ``time_remaining()`` (a unary call's, or a stream
+        message's own; see grpc_cycle)."""
         metrics = self.ext.metrics
         label = f"grpc_{name.lower()}"
         if isinstance(request, BatchParser):
@@ -516,9 +554,10 @@ class SchedulerService:
         else:
             parse, full = request.FromString, request.DESCRIPTOR.full_name
 
-        async def handle(raw: bytes, context: Any) -> bytes:
+        async def answer(raw: bytes, context: Any) -> bytes:
             start = time.perf_counter()
             code = grpc.StatusCode.OK
+            text = ""
             try:
                 remaining = context.time_remaining()
                 if remaining is not None and remaining <= 0:
@@ -551,11 +590,11 @@ class SchedulerService:
                     text = f"{name}: deadline exceeded before the sidecar could answer"
                 if code != grpc.StatusCode.OK:
                     metrics.errors.labels(label, code.name.lower()).inc()
-                    await context.abort(code, text)
+                    raise Refused(code, text)
                 return bytes(reply.SerializeToString())
             finally:
                 metrics.requests.labels(label, code.name).inc()
                 if code == grpc.StatusCode.OK:
                     metrics.verb_seconds.labels(label).observe(time.perf_counter() - start)
 
-        return handle
+        return answer

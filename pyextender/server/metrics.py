@@ -39,6 +39,18 @@ class Metrics:
             ["verb", "reason"],
             registry=r,
         )
+        self.cycle_streams = Counter(
+            "pyextender_grpc_cycle_streams_total",
+            "Cycle streams opened by the shim (it keeps one open: more mean reconnects).",
+            registry=r,
+        )
+        self.cycle_messages = Counter(
+            "pyextender_grpc_cycle_messages_total",
+            "Requests that came as Cycle stream messages, by call (filter, reserve); they "
+            "are also counted under their verb (grpc_filter, grpc_reserve).",
+            ["call"],
+            registry=r,
+        )
         self.plugin_seconds = Histogram(
             "pyextender_plugin_duration_seconds",
             "Time spent in one plugin call, by plugin and extension point.",

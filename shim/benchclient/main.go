@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -32,14 +33,15 @@ func main() {
 	podFile := flag.String("pod", "", "the pod as JSON")
 	nodes := flag.Int("nodes", 1000, "node names node-00000 ... to send")
 	requests := flag.Int("requests", 1000, "measured calls per verb and front end")
+	serverPid := flag.Int("server-pid", 0, "the sidecar's process, for its CPU per call (0: not measured)")
 	flag.Parse()
-	if err := run(*base, *target, *podFile, *nodes, *requests); err != nil {
+	if err := run(*base, *target, *podFile, *nodes, *requests, *serverPid); err != nil {
 		fmt.Fprintln(os.Stderr, "benchclient:", err)
 		os.Exit(1)
 	}
 }
 
-func run(base, target, podFile string, n, requests int) error {
+func run(base, target, podFile string, n, requests, serverPid int) error {
 	raw, err := os.ReadFile(podFile)
 	if err != nil {
 		return err
@@ -135,7 +137,102 @@ func run(base, target, podFile string, n, requests int) error {
 			out[verb+"_"+name+"_p99_ms"] = percentile(lat[front], 99)
 		}
 	}
+	if err := streamVsUnary(client, ref, names, requests, serverPid, out); err != nil {
+		return err
+	}
 	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// streamVsUnary times the shim's two calls per pod, Filter (with scores) and
+// Reserve, as unary calls and as messages on one Cycle stream, in alternating
+// blocks, with the sidecar's CPU per pod (all its threads) when serverPid is set.
+func streamVsUnary(client pb.SchedulerClient, ref *pb.PodRef, names []string, requests, serverPid int, out map[string]float64) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := client.Cycle(ctx)
+	if err != nil {
+		return err
+	}
+	filter := &pb.FilterRequest{Pod: ref, NodeNames: names, WithScores: true}
+	reserve := &pb.ReserveRequest{Pod: ref, NodeName: names[0]}
+	var seq uint64
+	exchange := func(req *pb.CycleRequest) error {
+		seq++
+		req.Seq = seq
+		if err := stream.Send(req); err != nil {
+			return err
+		}
+		reply, err := stream.Recv()
+		if err == nil && reply.GetSeq() != seq {
+			err = fmt.Errorf("Cycle answered %d to %d", reply.GetSeq(), seq)
+		}
+		return err
+	}
+	ways := [2]func() error{
+		func() error {
+			if _, err := client.Filter(ctx, filter); err != nil {
+				return err
+			}
+			_, err := client.Reserve(ctx, reserve)
+			return err
+		},
+		func() error {
+			if err := exchange(&pb.CycleRequest{Call: &pb.CycleRequest_Filter{Filter: filter}}); err != nil {
+				return err
+			}
+			return exchange(&pb.CycleRequest{Call: &pb.CycleRequest_Reserve{Reserve: reserve}})
+		},
+	}
+	const block = 50
+	var lat [2][]float64
+	var cpu [2]time.Duration
+	for i := 0; i < requests+requests/10; i += block {
+		for way, call := range ways {
+			before := processCPU(serverPid)
+			for j := 0; j < block; j++ {
+				t0 := time.Now()
+				if err := call(); err != nil {
+					return err
+				}
+				if i >= requests/10 {
+					lat[way] = append(lat[way], float64(time.Since(t0).Microseconds())/1000)
+				}
+			}
+			if i >= requests/10 {
+				cpu[way] += processCPU(serverPid) - before
+			}
+		}
+	}
+	for way, name := range []string{"unary", "stream"} {
+		sort.Float64s(lat[way])
+		out["pod_calls_"+name+"_p50_ms"] = percentile(lat[way], 50)
+		out["pod_calls_"+name+"_p99_ms"] = percentile(lat[way], 99)
+		if serverPid > 0 && len(lat[way]) > 0 {
+			out["pod_calls_"+name+"_server_cpu_us"] = float64(cpu[way].Microseconds()) / float64(len(lat[way]))
+		}
+	}
+	return nil
+}
+
+// processCPU is the CPU time the process has used so far, summed over its
+// threads (/proc/PID/task/*/schedstat, nanoseconds); 0 without a pid.
+func processCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var total time.Duration
+	for _, path := range tasks {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue // the thread ended
+		}
+		var ns int64
+		if _, err := fmt.Sscan(string(data), &ns); err == nil {
+			total += time.Duration(ns)
+		}
+	}
+	return total
 }
 
 // percentile of sorted values, nearest rank.

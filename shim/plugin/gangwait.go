@@ -163,5 +163,8 @@ func (p *Pyextender) Close() error {
 	if p.stopReleased != nil {
 		p.stopReleased()
 	}
+	if p.cycle != nil {
+		p.cycle.close()
+	}
 	return nil
 }

@@ -98,6 +98,7 @@ type Pyextender struct {
 	waiting       waitingPods // the framework's pods held in Permit
 	activator     activator   // the framework's queue, for PostFilter and the barrier's releases
 	client        pb.SchedulerClient
+	cycle         *cycleStream // Filter and Reserve on one stream; nil: unary calls
 	target        string
 	timeout       time.Duration
 	schedulerName string
@@ -167,6 +168,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		schedulerName: args.SchedulerName,
 		gangWaits:     newGangWaits(time.Now),
 	}
+	p.cycle = newCycleStream(ctx, p.client)
 	p.turnedDown.max = maxTurnedDown
 	if err := p.watchDeletes(h); err != nil {
 		return nil, fmt.Errorf("%s: pod informer: %w", Name, err)
@@ -238,7 +240,7 @@ func (p *Pyextender) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	for _, n := range nodes {
 		names = append(names, n.Node().Name)
 	}
-	reply, err := p.client.Filter(cctx, &pb.FilterRequest{Pod: ref(pod), NodeNames: names, WithScores: true})
+	reply, err := p.filter(cctx, &pb.FilterRequest{Pod: ref(pod), NodeNames: names, WithScores: true})
 	if err != nil {
 		return nil, p.unreachable("Filter", err)
 	}
@@ -422,7 +424,7 @@ func (p *Pyextender) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.
 		req.WithPermit = true
 		req.WaitingMemberUids = waitingMembers(p.waiting, gang, pod.UID)
 	}
-	reply, err := p.client.Reserve(cctx, req)
+	reply, err := p.reserve(cctx, req)
 	if err != nil {
 		return p.unreachable("Reserve", err)
 	}

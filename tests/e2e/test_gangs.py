@@ -151,6 +151,17 @@ def test_gang_all_or_nothing(env: Env) -> None:
     assert not [d for d in _decisions(sidecar) if d["verb"] == "prebind"]
     events, nominated = nominations.close()
     assert events >= 8 and not nominated, (events, nominated)
+    if env.mode == "framework":
+        # the shim sent every Filter and Reserve on its Cycle stream, no unary call
+        seen = metrics(sidecar)
+        for call in ("filter", "reserve"):
+            streamed = seen.get(f'pyextender_grpc_cycle_messages_total{{call="{call}"}}', 0.0)
+            answered = sum(
+                v
+                for k, v in seen.items()
+                if k.startswith("pyextender_verb_requests_total{") and f'verb="grpc_{call}"' in k
+            )
+            assert streamed >= 8 and streamed == answered, (call, streamed, answered)
 
 
 def test_a_pod_without_a_podgroup_goes_through_the_sidecar(env: Env) -> None:

@@ -1344,6 +1344,213 @@ func (x *ReleasedPods) GetPods() []*PodRef {
 	return nil
 }
 
+// Cycle carries the scheduling cycle's two calls, Filter and Reserve, as
+// messages on one long-lived stream instead of a unary RPC each: every pod of
+// ours makes both calls, and as stream messages they cost the sidecar about
+// 1.6 times less CPU (bench/grpc_verbs.py measures both).
+//
+// The stream is lock-step: the shim sends one request, then reads its reply,
+// and never has two requests outstanding (kube-scheduler runs one cycle at a
+// time). The reply echoes the request's seq. A shim that gives up waiting
+// (its call timeout) or sees any stream error closes the stream and opens a
+// new one for the next call. A sidecar without Cycle answers UNIMPLEMENTED,
+// and the shim then makes unary calls.
+type CycleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Call:
+	//
+	//	*CycleRequest_Filter
+	//	*CycleRequest_Reserve
+	Call isCycleRequest_Call `protobuf_oneof:"call"`
+	// Increases by one per request on a stream; echoed in the reply.
+	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// How long the shim waits for this reply (its call timeout), in
+	// milliseconds; the sidecar bounds its own waits (e.g. reading a pod newer
+	// than its watch) by it. 0: the sidecar's default (5 s).
+	TimeoutMs     uint32 `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CycleRequest) Reset() {
+	*x = CycleRequest{}
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CycleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CycleRequest) ProtoMessage() {}
+
+func (x *CycleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CycleRequest.ProtoReflect.Descriptor instead.
+func (*CycleRequest) Descriptor() ([]byte, []int) {
+	return file_pyextender_v1_scheduler_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CycleRequest) GetCall() isCycleRequest_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *CycleRequest) GetFilter() *FilterRequest {
+	if x != nil {
+		if x, ok := x.Call.(*CycleRequest_Filter); ok {
+			return x.Filter
+		}
+	}
+	return nil
+}
+
+func (x *CycleRequest) GetReserve() *ReserveRequest {
+	if x != nil {
+		if x, ok := x.Call.(*CycleRequest_Reserve); ok {
+			return x.Reserve
+		}
+	}
+	return nil
+}
+
+func (x *CycleRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *CycleRequest) GetTimeoutMs() uint32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type isCycleRequest_Call interface {
+	isCycleRequest_Call()
+}
+
+type CycleRequest_Filter struct {
+	Filter *FilterRequest `protobuf:"bytes,1,opt,name=filter,proto3,oneof"`
+}
+
+type CycleRequest_Reserve struct {
+	Reserve *ReserveRequest `protobuf:"bytes,2,opt,name=reserve,proto3,oneof"`
+}
+
+func (*CycleRequest_Filter) isCycleRequest_Call() {}
+
+func (*CycleRequest_Reserve) isCycleRequest_Call() {}
+
+type CycleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reply to the request's call; a request that names no call (or one
+	// this sidecar does not know) ends the stream with INVALID_ARGUMENT.
+	//
+	// Types that are valid to be assigned to Reply:
+	//
+	//	*CycleResponse_Filter
+	//	*CycleResponse_Reserve
+	Reply isCycleResponse_Reply `protobuf_oneof:"reply"`
+	// CycleRequest.seq of the request answered.
+	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CycleResponse) Reset() {
+	*x = CycleResponse{}
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CycleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CycleResponse) ProtoMessage() {}
+
+func (x *CycleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pyextender_v1_scheduler_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CycleResponse.ProtoReflect.Descriptor instead.
+func (*CycleResponse) Descriptor() ([]byte, []int) {
+	return file_pyextender_v1_scheduler_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CycleResponse) GetReply() isCycleResponse_Reply {
+	if x != nil {
+		return x.Reply
+	}
+	return nil
+}
+
+func (x *CycleResponse) GetFilter() *FilterResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*CycleResponse_Filter); ok {
+			return x.Filter
+		}
+	}
+	return nil
+}
+
+func (x *CycleResponse) GetReserve() *ReserveResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*CycleResponse_Reserve); ok {
+			return x.Reserve
+		}
+	}
+	return nil
+}
+
+func (x *CycleResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type isCycleResponse_Reply interface {
+	isCycleResponse_Reply()
+}
+
+type CycleResponse_Filter struct {
+	Filter *FilterResponse `protobuf:"bytes,1,opt,name=filter,proto3,oneof"`
+}
+
+type CycleResponse_Reserve struct {
+	Reserve *ReserveResponse `protobuf:"bytes,2,opt,name=reserve,proto3,oneof"`
+}
+
+func (*CycleResponse_Filter) isCycleResponse_Reply() {}
+
+func (*CycleResponse_Reserve) isCycleResponse_Reply() {}
+
 var File_pyextender_v1_scheduler_proto protoreflect.FileDescriptor
 
 const file_pyextender_v1_scheduler_proto_rawDesc = "" +
@@ -1425,14 +1632,26 @@ const file_pyextender_v1_scheduler_proto_rawDesc = "" +
 	"\x06client\x18\x01 \x01(\tR\x06client\"M\n" +
 	"\fReleasedPods\x12\x12\n" +
 	"\x04full\x18\x01 \x01(\bR\x04full\x12)\n" +
-	"\x04pods\x18\x02 \x03(\v2\x15.pyextender.v1.PodRefR\x04pods*i\n" +
+	"\x04pods\x18\x02 \x03(\v2\x15.pyextender.v1.PodRefR\x04pods\"\xba\x01\n" +
+	"\fCycleRequest\x126\n" +
+	"\x06filter\x18\x01 \x01(\v2\x1c.pyextender.v1.FilterRequestH\x00R\x06filter\x129\n" +
+	"\areserve\x18\x02 \x01(\v2\x1d.pyextender.v1.ReserveRequestH\x00R\areserve\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x04 \x01(\rR\ttimeoutMsB\x06\n" +
+	"\x04call\"\x9f\x01\n" +
+	"\rCycleResponse\x127\n" +
+	"\x06filter\x18\x01 \x01(\v2\x1d.pyextender.v1.FilterResponseH\x00R\x06filter\x12:\n" +
+	"\areserve\x18\x02 \x01(\v2\x1e.pyextender.v1.ReserveResponseH\x00R\areserve\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seqB\a\n" +
+	"\x05reply*i\n" +
 	"\x04Code\x12\v\n" +
 	"\aSUCCESS\x10\x00\x12\t\n" +
 	"\x05ERROR\x10\x01\x12\x11\n" +
 	"\rUNSCHEDULABLE\x10\x02\x12\"\n" +
 	"\x1eUNSCHEDULABLE_AND_UNRESOLVABLE\x10\x03\x12\b\n" +
 	"\x04WAIT\x10\x04\x12\b\n" +
-	"\x04SKIP\x10\x052\xb3\x05\n" +
+	"\x04SKIP\x10\x052\xfb\x05\n" +
 	"\tScheduler\x12N\n" +
 	"\tPreFilter\x12\x1f.pyextender.v1.PreFilterRequest\x1a .pyextender.v1.PreFilterResponse\x12E\n" +
 	"\x06Filter\x12\x1c.pyextender.v1.FilterRequest\x1a\x1d.pyextender.v1.FilterResponse\x12B\n" +
@@ -1441,7 +1660,8 @@ const file_pyextender_v1_scheduler_proto_rawDesc = "" +
 	"\tUnreserve\x12\x1f.pyextender.v1.UnreserveRequest\x1a .pyextender.v1.UnreserveResponse\x12E\n" +
 	"\x06Permit\x12\x1c.pyextender.v1.PermitRequest\x1a\x1d.pyextender.v1.PermitResponse\x12H\n" +
 	"\aPreBind\x12\x1d.pyextender.v1.PreBindRequest\x1a\x1e.pyextender.v1.PreBindResponse\x12K\n" +
-	"\bPostBind\x12\x1e.pyextender.v1.PostBindRequest\x1a\x1f.pyextender.v1.PostBindResponse\x12S\n" +
+	"\bPostBind\x12\x1e.pyextender.v1.PostBindRequest\x1a\x1f.pyextender.v1.PostBindResponse\x12F\n" +
+	"\x05Cycle\x12\x1b.pyextender.v1.CycleRequest\x1a\x1c.pyextender.v1.CycleResponse(\x010\x01\x12S\n" +
 	"\rWatchReleased\x12#.pyextender.v1.WatchReleasedRequest\x1a\x1b.pyextender.v1.ReleasedPods0\x01B3Z1pyextender.io/shim/gen/pyextender/v1;pyextenderv1b\x06proto3"
 
 var (
@@ -1457,7 +1677,7 @@ func file_pyextender_v1_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_pyextender_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_pyextender_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_pyextender_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_pyextender_v1_scheduler_proto_goTypes = []any{
 	(Code)(0),                    // 0: pyextender.v1.Code
 	(*Status)(nil),               // 1: pyextender.v1.Status
@@ -1480,8 +1700,10 @@ var file_pyextender_v1_scheduler_proto_goTypes = []any{
 	(*PostBindResponse)(nil),     // 18: pyextender.v1.PostBindResponse
 	(*WatchReleasedRequest)(nil), // 19: pyextender.v1.WatchReleasedRequest
 	(*ReleasedPods)(nil),         // 20: pyextender.v1.ReleasedPods
-	nil,                          // 21: pyextender.v1.ReserveResponse.AnnotationsEntry
-	(*durationpb.Duration)(nil),  // 22: google.protobuf.Duration
+	(*CycleRequest)(nil),         // 21: pyextender.v1.CycleRequest
+	(*CycleResponse)(nil),        // 22: pyextender.v1.CycleResponse
+	nil,                          // 23: pyextender.v1.ReserveResponse.AnnotationsEntry
+	(*durationpb.Duration)(nil),  // 24: google.protobuf.Duration
 }
 var file_pyextender_v1_scheduler_proto_depIdxs = []int32{
 	0,  // 0: pyextender.v1.Status.code:type_name -> pyextender.v1.Code
@@ -1493,42 +1715,48 @@ var file_pyextender_v1_scheduler_proto_depIdxs = []int32{
 	1,  // 6: pyextender.v1.ScoreResponse.status:type_name -> pyextender.v1.Status
 	2,  // 7: pyextender.v1.ReserveRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 8: pyextender.v1.ReserveResponse.status:type_name -> pyextender.v1.Status
-	21, // 9: pyextender.v1.ReserveResponse.annotations:type_name -> pyextender.v1.ReserveResponse.AnnotationsEntry
+	23, // 9: pyextender.v1.ReserveResponse.annotations:type_name -> pyextender.v1.ReserveResponse.AnnotationsEntry
 	14, // 10: pyextender.v1.ReserveResponse.permit:type_name -> pyextender.v1.PermitResponse
 	2,  // 11: pyextender.v1.UnreserveRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 12: pyextender.v1.UnreserveResponse.status:type_name -> pyextender.v1.Status
 	2,  // 13: pyextender.v1.PermitRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 14: pyextender.v1.PermitResponse.status:type_name -> pyextender.v1.Status
-	22, // 15: pyextender.v1.PermitResponse.timeout:type_name -> google.protobuf.Duration
-	22, // 16: pyextender.v1.PermitResponse.max_wait:type_name -> google.protobuf.Duration
+	24, // 15: pyextender.v1.PermitResponse.timeout:type_name -> google.protobuf.Duration
+	24, // 16: pyextender.v1.PermitResponse.max_wait:type_name -> google.protobuf.Duration
 	2,  // 17: pyextender.v1.PreBindRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 18: pyextender.v1.PreBindResponse.status:type_name -> pyextender.v1.Status
 	2,  // 19: pyextender.v1.PostBindRequest.pod:type_name -> pyextender.v1.PodRef
 	1,  // 20: pyextender.v1.PostBindResponse.status:type_name -> pyextender.v1.Status
 	2,  // 21: pyextender.v1.ReleasedPods.pods:type_name -> pyextender.v1.PodRef
-	3,  // 22: pyextender.v1.Scheduler.PreFilter:input_type -> pyextender.v1.PreFilterRequest
-	5,  // 23: pyextender.v1.Scheduler.Filter:input_type -> pyextender.v1.FilterRequest
-	7,  // 24: pyextender.v1.Scheduler.Score:input_type -> pyextender.v1.ScoreRequest
-	9,  // 25: pyextender.v1.Scheduler.Reserve:input_type -> pyextender.v1.ReserveRequest
-	11, // 26: pyextender.v1.Scheduler.Unreserve:input_type -> pyextender.v1.UnreserveRequest
-	13, // 27: pyextender.v1.Scheduler.Permit:input_type -> pyextender.v1.PermitRequest
-	15, // 28: pyextender.v1.Scheduler.PreBind:input_type -> pyextender.v1.PreBindRequest
-	17, // 29: pyextender.v1.Scheduler.PostBind:input_type -> pyextender.v1.PostBindRequest
-	19, // 30: pyextender.v1.Scheduler.WatchReleased:input_type -> pyextender.v1.WatchReleasedRequest
-	4,  // 31: pyextender.v1.Scheduler.PreFilter:output_type -> pyextender.v1.PreFilterResponse
-	6,  // 32: pyextender.v1.Scheduler.Filter:output_type -> pyextender.v1.FilterResponse
-	8,  // 33: pyextender.v1.Scheduler.Score:output_type -> pyextender.v1.ScoreResponse
-	10, // 34: pyextender.v1.Scheduler.Reserve:output_type -> pyextender.v1.ReserveResponse
-	12, // 35: pyextender.v1.Scheduler.Unreserve:output_type -> pyextender.v1.UnreserveResponse
-	14, // 36: pyextender.v1.Scheduler.Permit:output_type -> pyextender.v1.PermitResponse
-	16, // 37: pyextender.v1.Scheduler.PreBind:output_type -> pyextender.v1.PreBindResponse
-	18, // 38: pyextender.v1.Scheduler.PostBind:output_type -> pyextender.v1.PostBindResponse
-	20, // 39: pyextender.v1.Scheduler.WatchReleased:output_type -> pyextender.v1.ReleasedPods
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	5,  // 22: pyextender.v1.CycleRequest.filter:type_name -> pyextender.v1.FilterRequest
+	9,  // 23: pyextender.v1.CycleRequest.reserve:type_name -> pyextender.v1.ReserveRequest
+	6,  // 24: pyextender.v1.CycleResponse.filter:type_name -> pyextender.v1.FilterResponse
+	10, // 25: pyextender.v1.CycleResponse.reserve:type_name -> pyextender.v1.ReserveResponse
+	3,  // 26: pyextender.v1.Scheduler.PreFilter:input_type -> pyextender.v1.PreFilterRequest
+	5,  // 27: pyextender.v1.Scheduler.Filter:input_type -> pyextender.v1.FilterRequest
+	7,  // 28: pyextender.v1.Scheduler.Score:input_type -> pyextender.v1.ScoreRequest
+	9,  // 29: pyextender.v1.Scheduler.Reserve:input_type -> pyextender.v1.ReserveRequest
+	11, // 30: pyextender.v1.Scheduler.Unreserve:input_type -> pyextender.v1.UnreserveRequest
+	13, // 31: pyextender.v1.Scheduler.Permit:input_type -> pyextender.v1.PermitRequest
+	15, // 32: pyextender.v1.Scheduler.PreBind:input_type -> pyextender.v1.PreBindRequest
+	17, // 33: pyextender.v1.Scheduler.PostBind:input_type -> pyextender.v1.PostBindRequest
+	21, // 34: pyextender.v1.Scheduler.Cycle:input_type -> pyextender.v1.CycleRequest
+	19, // 35: pyextender.v1.Scheduler.WatchReleased:input_type -> pyextender.v1.WatchReleasedRequest
+	4,  // 36: pyextender.v1.Scheduler.PreFilter:output_type -> pyextender.v1.PreFilterResponse
+	6,  // 37: pyextender.v1.Scheduler.Filter:output_type -> pyextender.v1.FilterResponse
+	8,  // 38: pyextender.v1.Scheduler.Score:output_type -> pyextender.v1.ScoreResponse
+	10, // 39: pyextender.v1.Scheduler.Reserve:output_type -> pyextender.v1.ReserveResponse
+	12, // 40: pyextender.v1.Scheduler.Unreserve:output_type -> pyextender.v1.UnreserveResponse
+	14, // 41: pyextender.v1.Scheduler.Permit:output_type -> pyextender.v1.PermitResponse
+	16, // 42: pyextender.v1.Scheduler.PreBind:output_type -> pyextender.v1.PreBindResponse
+	18, // 43: pyextender.v1.Scheduler.PostBind:output_type -> pyextender.v1.PostBindResponse
+	22, // 44: pyextender.v1.Scheduler.Cycle:output_type -> pyextender.v1.CycleResponse
+	20, // 45: pyextender.v1.Scheduler.WatchReleased:output_type -> pyextender.v1.ReleasedPods
+	36, // [36:46] is the sub-list for method output_type
+	26, // [26:36] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_pyextender_v1_scheduler_proto_init() }
@@ -1536,13 +1764,21 @@ func file_pyextender_v1_scheduler_proto_init() {
 	if File_pyextender_v1_scheduler_proto != nil {
 		return
 	}
+	file_pyextender_v1_scheduler_proto_msgTypes[20].OneofWrappers = []any{
+		(*CycleRequest_Filter)(nil),
+		(*CycleRequest_Reserve)(nil),
+	}
+	file_pyextender_v1_scheduler_proto_msgTypes[21].OneofWrappers = []any{
+		(*CycleResponse_Filter)(nil),
+		(*CycleResponse_Reserve)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pyextender_v1_scheduler_proto_rawDesc), len(file_pyextender_v1_scheduler_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

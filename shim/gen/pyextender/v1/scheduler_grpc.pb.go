@@ -45,6 +45,7 @@ const (
 	Scheduler_Permit_FullMethodName        = "/pyextender.v1.Scheduler/Permit"
 	Scheduler_PreBind_FullMethodName       = "/pyextender.v1.Scheduler/PreBind"
 	Scheduler_PostBind_FullMethodName      = "/pyextender.v1.Scheduler/PostBind"
+	Scheduler_Cycle_FullMethodName         = "/pyextender.v1.Scheduler/Cycle"
 	Scheduler_WatchReleased_FullMethodName = "/pyextender.v1.Scheduler/WatchReleased"
 )
 
@@ -62,6 +63,8 @@ type SchedulerClient interface {
 	Permit(ctx context.Context, in *PermitRequest, opts ...grpc.CallOption) (*PermitResponse, error)
 	PreBind(ctx context.Context, in *PreBindRequest, opts ...grpc.CallOption) (*PreBindResponse, error)
 	PostBind(ctx context.Context, in *PostBindRequest, opts ...grpc.CallOption) (*PostBindResponse, error)
+	// Cycle: Filter and Reserve as messages on one stream (see CycleRequest).
+	Cycle(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CycleRequest, CycleResponse], error)
 	// WatchReleased: the admission barrier. A pod annotated
 	// pyextender.io/gang-barrier (the webhook or the Job controller adds it in
 	// place of the scheduling gate, with --gang-barrier=scheduler) is held by the
@@ -160,9 +163,22 @@ func (c *schedulerClient) PostBind(ctx context.Context, in *PostBindRequest, opt
 	return out, nil
 }
 
+func (c *schedulerClient) Cycle(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CycleRequest, CycleResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Scheduler_ServiceDesc.Streams[0], Scheduler_Cycle_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CycleRequest, CycleResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Scheduler_CycleClient = grpc.BidiStreamingClient[CycleRequest, CycleResponse]
+
 func (c *schedulerClient) WatchReleased(ctx context.Context, in *WatchReleasedRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReleasedPods], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Scheduler_ServiceDesc.Streams[0], Scheduler_WatchReleased_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Scheduler_ServiceDesc.Streams[1], Scheduler_WatchReleased_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -193,6 +209,8 @@ type SchedulerServer interface {
 	Permit(context.Context, *PermitRequest) (*PermitResponse, error)
 	PreBind(context.Context, *PreBindRequest) (*PreBindResponse, error)
 	PostBind(context.Context, *PostBindRequest) (*PostBindResponse, error)
+	// Cycle: Filter and Reserve as messages on one stream (see CycleRequest).
+	Cycle(grpc.BidiStreamingServer[CycleRequest, CycleResponse]) error
 	// WatchReleased: the admission barrier. A pod annotated
 	// pyextender.io/gang-barrier (the webhook or the Job controller adds it in
 	// place of the scheduling gate, with --gang-barrier=scheduler) is held by the
@@ -234,6 +252,9 @@ func (UnimplementedSchedulerServer) PreBind(context.Context, *PreBindRequest) (*
 }
 func (UnimplementedSchedulerServer) PostBind(context.Context, *PostBindRequest) (*PostBindResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PostBind not implemented")
+}
+func (UnimplementedSchedulerServer) Cycle(grpc.BidiStreamingServer[CycleRequest, CycleResponse]) error {
+	return status.Error(codes.Unimplemented, "method Cycle not implemented")
 }
 func (UnimplementedSchedulerServer) WatchReleased(*WatchReleasedRequest, grpc.ServerStreamingServer[ReleasedPods]) error {
 	return status.Error(codes.Unimplemented, "method WatchReleased not implemented")
@@ -403,6 +424,13 @@ func _Scheduler_PostBind_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Scheduler_Cycle_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SchedulerServer).Cycle(&grpc.GenericServerStream[CycleRequest, CycleResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Scheduler_CycleServer = grpc.BidiStreamingServer[CycleRequest, CycleResponse]
+
 func _Scheduler_WatchReleased_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchReleasedRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -455,6 +483,12 @@ var Scheduler_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Cycle",
+			Handler:       _Scheduler_Cycle_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "WatchReleased",
 			Handler:       _Scheduler_WatchReleased_Handler,

@@ -75,6 +75,11 @@ class SchedulerStub:
                 request_serializer=pyextender_dot_v1_dot_scheduler__pb2.PostBindRequest.SerializeToString,
                 response_deserializer=pyextender_dot_v1_dot_scheduler__pb2.PostBindResponse.FromString,
                 _registered_method=True)
+        self.Cycle = channel.stream_stream(
+                '/pyextender.v1.Scheduler/Cycle',
+                request_serializer=pyextender_dot_v1_dot_scheduler__pb2.CycleRequest.SerializeToString,
+                response_deserializer=pyextender_dot_v1_dot_scheduler__pb2.CycleResponse.FromString,
+                _registered_method=True)
         self.WatchReleased = channel.unary_stream(
                 '/pyextender.v1.Scheduler/WatchReleased',
                 request_serializer=pyextender_dot_v1_dot_scheduler__pb2.WatchReleasedRequest.SerializeToString,
@@ -134,6 +139,13 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Cycle(self, request_iterator, context):
+        """Cycle: Filter and Reserve as messages on one stream (see CycleRequest).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchReleased(self, request, context):
         """WatchReleased: the admission barrier. A pod annotated
         pyextender.io/gang-barrier (the webhook or the Job controller adds it in
@@ -189,6 +201,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.PostBind,
                     request_deserializer=pyextender_dot_v1_dot_scheduler__pb2.PostBindRequest.FromString,
                     response_serializer=pyextender_dot_v1_dot_scheduler__pb2.PostBindResponse.SerializeToString,
+            ),
+            'Cycle': grpc.stream_stream_rpc_method_handler(
+                    servicer.Cycle,
+                    request_deserializer=pyextender_dot_v1_dot_scheduler__pb2.CycleRequest.FromString,
+                    response_serializer=pyextender_dot_v1_dot_scheduler__pb2.CycleResponse.SerializeToString,
             ),
             'WatchReleased': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchReleased,
@@ -413,6 +430,33 @@ class Scheduler:
             '/pyextender.v1.Scheduler/PostBind',
             pyextender_dot_v1_dot_scheduler__pb2.PostBindRequest.SerializeToString,
             pyextender_dot_v1_dot_scheduler__pb2.PostBindResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Cycle(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/pyextender.v1.Scheduler/Cycle',
+            pyextender_dot_v1_dot_scheduler__pb2.CycleRequest.SerializeToString,
+            pyextender_dot_v1_dot_scheduler__pb2.CycleResponse.FromString,
             options,
             channel_credentials,
             insecure,
