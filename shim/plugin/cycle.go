@@ -117,36 +117,36 @@ func (c *cycleStream) close() {
 	}
 }
 
-// filter asks Filter on the stream, or by a unary call when there is none.
-func (p *Pyextender) filter(ctx context.Context, req *pb.FilterRequest) (*pb.FilterResponse, error) {
+// onCycle sends req on the Cycle stream and takes its reply with get; without
+// a stream (none, or a sidecar without Cycle) it makes the unary call.
+func onCycle[R any](ctx context.Context, p *Pyextender, what string, req *pb.CycleRequest,
+	get func(*pb.CycleResponse) (R, bool), unary func() (R, error)) (R, error) {
+	var zero R
 	if p.cycle != nil {
-		reply, err := p.cycle.exchange(ctx, &pb.CycleRequest{Call: &pb.CycleRequest_Filter{Filter: req}}, p.timeout)
+		reply, err := p.cycle.exchange(ctx, req, p.timeout)
 		if err == nil {
-			if r := reply.GetFilter(); r != nil {
+			if r, ok := get(reply); ok {
 				return r, nil
 			}
-			return nil, fmt.Errorf("the Cycle stream answered a Filter with %T", reply.GetReply())
+			return zero, fmt.Errorf("the Cycle stream answered a %s with %T", what, reply.GetReply())
 		}
 		if !errors.Is(err, errNoCycle) {
-			return nil, err
+			return zero, err
 		}
 	}
-	return p.client.Filter(ctx, req)
+	return unary()
+}
+
+// filter asks Filter on the stream, or by a unary call when there is none.
+func (p *Pyextender) filter(ctx context.Context, req *pb.FilterRequest) (*pb.FilterResponse, error) {
+	return onCycle(ctx, p, "Filter", &pb.CycleRequest{Call: &pb.CycleRequest_Filter{Filter: req}},
+		func(r *pb.CycleResponse) (*pb.FilterResponse, bool) { f := r.GetFilter(); return f, f != nil },
+		func() (*pb.FilterResponse, error) { return p.client.Filter(ctx, req) })
 }
 
 // reserve asks Reserve on the stream, or by a unary call when there is none.
 func (p *Pyextender) reserve(ctx context.Context, req *pb.ReserveRequest) (*pb.ReserveResponse, error) {
-	if p.cycle != nil {
-		reply, err := p.cycle.exchange(ctx, &pb.CycleRequest{Call: &pb.CycleRequest_Reserve{Reserve: req}}, p.timeout)
-		if err == nil {
-			if r := reply.GetReserve(); r != nil {
-				return r, nil
-			}
-			return nil, fmt.Errorf("the Cycle stream answered a Reserve with %T", reply.GetReply())
-		}
-		if !errors.Is(err, errNoCycle) {
-			return nil, err
-		}
-	}
-	return p.client.Reserve(ctx, req)
+	return onCycle(ctx, p, "Reserve", &pb.CycleRequest{Call: &pb.CycleRequest_Reserve{Reserve: req}},
+		func(r *pb.CycleResponse) (*pb.ReserveResponse, bool) { f := r.GetReserve(); return f, f != nil },
+		func() (*pb.ReserveResponse, error) { return p.client.Reserve(ctx, req) })
 }

@@ -9,7 +9,6 @@ agrees with protobuf's on every message.
 from __future__ import annotations
 
 import queue
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -163,14 +162,7 @@ def test_a_message_past_its_timeout_ends_the_stream_with_deadline_exceeded(
     sc: Sidecar,  # noqa: F811
 ) -> None:
     # the pod is newer than the cache and reading it takes longer than the shim waits
-    sc.binder.pods["ns/p"] = _pod("p", 1)
-    read = sc.binder.read_pod
-
-    def slow_read(namespace: str, name: str) -> dict[str, Any] | None:
-        threading.Event().wait(1.5)
-        return read(namespace, name)
-
-    sc.binder.read_pod = slow_read  # type: ignore[method-assign]
+    sc.slow_api_pod("p", 1.5)
     stream = Stream(sc)
     with pytest.raises(grpc.RpcError) as err:
         stream.ask(

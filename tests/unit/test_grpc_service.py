@@ -111,6 +111,18 @@ class Sidecar:
     def run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
 
+    def slow_api_pod(self, name: str, seconds: float) -> None:
+        """Pod ``name`` exists in the API server only (newer than the cache), and
+        reading it takes ``seconds``."""
+        self.binder.pods[f"ns/{name}"] = _pod(name, 1)
+        read = self.binder.read_pod
+
+        def slow_read(namespace: str, name: str) -> dict[str, Any] | None:
+            threading.Event().wait(seconds)
+            return read(namespace, name)
+
+        self.binder.read_pod = slow_read  # type: ignore[method-assign]
+
     def add(self, *pods: dict[str, Any]) -> None:
         for p in pods:
             self.cache.pod_event("ADDED", p)
@@ -476,14 +488,7 @@ def test_an_expired_deadline_is_deadline_exceeded(sc: Sidecar) -> None:
     # and that read takes longer than the caller allows: the server gives up at the
     # deadline (counted as DEADLINE_EXCEEDED) instead of answering late. (A zero timeout
     # raced: the server could answer before the client's own timer fired.)
-    sc.binder.pods["ns/p"] = _pod("p", 1)
-    read = sc.binder.read_pod
-
-    def slow_read(namespace: str, name: str) -> dict[str, Any] | None:
-        threading.Event().wait(2.0)
-        return read(namespace, name)
-
-    sc.binder.read_pod = slow_read  # type: ignore[method-assign]
+    sc.slow_api_pod("p", 2.0)
     with pytest.raises(grpc.RpcError) as err:
         sc.stub.Filter(pb.FilterRequest(pod=_ref("p"), node_names=["n8"]), timeout=0.3)
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
