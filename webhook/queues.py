@@ -10,38 +10,21 @@ refused during start-up.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pyextender.api.object_names import NAME_RULE, is_object_name
 from pyextender.api.volcano import Queue, default_queues
 from pyextender.api.volcano.codec import show
-from pyextender.api.volcano.network_topology import DNS_SUBDOMAIN
 from pyextender.api.volcano.queue import HIERARCHY, ROOT_QUEUE
-
-_OBJECT_NAME = re.compile(DNS_SUBDOMAIN)
-MAX_NAME = 253  # characters: the API server's limit for an object name (a DNS subdomain)
-
-
-def can_name_queue(name: str) -> bool:
-    """Whether a Queue could have this name (the API server names objects by DNS subdomain).
-
-    A name that cannot be one needs no lookup: no such queue exists. Asking
-    anyway would send the API server a path it refuses (400 for ``%``), which
-    would look like an outage instead of a plain mistake.
-    """
-    return len(name) <= MAX_NAME and _OBJECT_NAME.fullmatch(name) is not None
 
 
 def absent(name: str, what: str = "queue") -> str:
     """The message for a queue reference that names no queue."""
-    if can_name_queue(name):
+    if is_object_name(name):
         return f"{what} {show(name)} does not exist"
-    return (
-        f"{what} {show(name)} does not exist: a queue name is a DNS subdomain "
-        "(at most 253 lower-case letters, digits, '-' and '.')"
-    )
+    return f"{what} {show(name)} does not exist: a queue name is {NAME_RULE}"
 
 
 class QueueLookupError(RuntimeError):
@@ -118,7 +101,7 @@ class MemoryQueues:
             self._queues[info.name] = info
 
     def get(self, name: str) -> QueueInfo | None:
-        return self._queues.get(name) if can_name_queue(name) else None
+        return self._queues.get(name) if is_object_name(name) else None
 
     def children(self, name: str) -> list[str]:
         return sorted(q.name for q in self._queues.values() if q.parent == name)
@@ -140,8 +123,8 @@ class ApiQueues:
         self._where = (kind.group, kind.version, kind.plural)
 
     def get(self, name: str) -> QueueInfo | None:
-        if not can_name_queue(name):
-            return None
+        if not is_object_name(name):
+            return None  # no queue can have it: asking would get a 400, not a 404
         try:
             obj = self._objects.get_cluster_custom_object(
                 *self._where, name, _request_timeout=self._timeout

@@ -27,6 +27,12 @@ import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
 from pyextender.api.names import BARRIER_GATE, GPU_INDEX_ANNOTATION
+from pyextender.api.object_names import (
+    NAME_RULE,
+    NAMESPACE_RULE,
+    is_namespace_name,
+    is_object_name,
+)
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict
 from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
 from pyextender.framework.status import Code
@@ -86,6 +92,11 @@ def _require_ref(ref: Any | None) -> Any:
     _require(ref.uid, "pod.uid")
     _require(ref.namespace, "pod.namespace")
     _require(ref.name, "pod.name")
+    # a pod the API server could never hold: say so, instead of asking it for one
+    if not is_namespace_name(ref.namespace):
+        raise BadMessage(f"pod.namespace: {ref.namespace!r} is not {NAMESPACE_RULE}")
+    if not is_object_name(ref.name):
+        raise BadMessage(f"pod.name: {ref.name!r} is not {NAME_RULE}")
     return ref
 
 

@@ -35,6 +35,12 @@ from pyextender.api.extender import (
     MetaVictims,
 )
 from pyextender.api.names import BARRIER_GATE, BATCH_RESOURCE, GPU_INDEX_ANNOTATION
+from pyextender.api.object_names import (
+    NAME_RULE,
+    NAMESPACE_RULE,
+    is_namespace_name,
+    is_object_name,
+)
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict, tolerates_all
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
@@ -492,14 +498,21 @@ class Extender:
     async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
         if not args.PodName or not args.PodNamespace or not args.Node:
             raise BadRequest("PodName, PodNamespace and Node are required")
+        if not is_namespace_name(args.PodNamespace):
+            raise BadRequest(f"PodNamespace {args.PodNamespace!r} is not {NAMESPACE_RULE}")
+        if not is_object_name(args.PodName):
+            raise BadRequest(f"PodName {args.PodName!r} is not {NAME_RULE}")
         key = f"{args.PodNamespace}/{args.PodName}"
         pod = self._pod_for_bind(key, args.PodUID)
         if pod is None:
             # Neither the watch nor a request has shown us the pod: read it, so the
             # fit guard runs.
-            raw = await asyncio.get_running_loop().run_in_executor(
-                API_THREADS, self.binder.read_pod, args.PodNamespace, args.PodName
-            )
+            try:
+                raw = await asyncio.get_running_loop().run_in_executor(
+                    API_THREADS, self.binder.read_pod, args.PodNamespace, args.PodName
+                )
+            except Exception as exc:  # the API server down, or refusing: kube-scheduler retries
+                return self._bound(key, args.Node, "error", f"reading pod {key}: {exc}")
             if raw is None:
                 return self._bound(key, args.Node, "error", f"pod {key} does not exist")
             pod = pod_from_dict(raw)

@@ -237,6 +237,35 @@ def test_bind_of_unknown_pod_reads_it_first(c: Client) -> None:
     assert "does not exist" in body["Error"]
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("PodName", "%", "PodName '%' is not a DNS subdomain"),
+        ("PodName", "x" * 254, "is not a DNS subdomain"),
+        ("PodNamespace", "Team_A", "PodNamespace 'Team_A' is not a DNS label"),
+    ],
+)
+def test_bind_of_a_name_no_pod_can_have_is_a_400_naming_it(
+    c: Client, field: str, value: str, expected: str
+) -> None:
+    """The API server would refuse to read such a pod (400 for '%'): the request is
+    the mistake, and nothing is read or written."""
+    args = {"PodName": "a", "PodNamespace": "ns", "PodUID": "u", "Node": "n8", field: value}
+    code, body = c.call("/bind", json.dumps(args).encode())
+    assert code == 400 and expected in body["Error"], body
+    assert c.binder.reads == [] and c.binder.bound == {}
+
+
+def test_bind_when_the_pod_cannot_be_read_is_an_error_to_retry(c: Client) -> None:
+    def down(namespace: str, name: str) -> dict[str, Any] | None:
+        raise OSError("connection refused")
+
+    c.binder.read_pod = down  # type: ignore[method-assign]
+    code, body = _bind(c, "unseen", "n8")
+    assert code == 200 and body["Error"] == "reading pod ns/unseen: connection refused"
+    assert not c.cache.state.pods and c.binder.bound == {}
+
+
 def test_bind_of_a_pod_the_watch_has_not_shown_uses_the_filter_request(c: Client) -> None:
     """kube-scheduler's informer can be ahead of ours: the pod it filtered a moment
     ago binds without a GET, and the fit guard still runs on it."""

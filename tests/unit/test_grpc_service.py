@@ -464,6 +464,19 @@ def test_an_unreserved_pod_is_not_counted_bound(sc: Sidecar) -> None:
             "pod.namespace: required",
         ),
         ("Reserve", pb.ReserveRequest(pod=_ref("p")).SerializeToString(), "node_name: required"),
+        # names no pod can have (the API server would refuse the read with a 400)
+        (
+            "Filter",
+            pb.FilterRequest(pod=pb.PodRef(uid="u", namespace="ns", name="%")).SerializeToString(),
+            "pod.name: '%' is not a DNS subdomain",
+        ),
+        (
+            "Reserve",
+            pb.ReserveRequest(
+                pod=pb.PodRef(uid="u", namespace="No_Such", name="p"), node_name="n8"
+            ).SerializeToString(),
+            "pod.namespace: 'No_Such' is not a DNS label",
+        ),
         ("Permit", pb.PermitRequest(pod=_ref("p")).SerializeToString(), "node_name: required"),
         # a string field holding bytes that are not UTF-8
         ("Score", b"\x0a\x03\x0a\x01\xff", "not a valid pyextender.v1.ScoreRequest"),
