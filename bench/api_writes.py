@@ -13,7 +13,20 @@ and the wall time, p50 / p99.
               read as bytes (what the sidecar did before: the best use of it)
   libcurl   : pyextender.api.raw_requests.RawApi.post / .patch (what it does now)
 
-Usage: python bench/api_writes.py [--pods 400] [--block 50]
+Then what each write costs the API server and etcd (their CPU over a block of
+--pods sequential requests of one kind, from /proc, per request), through
+libcurl only, in --rounds alternating rounds:
+
+  binding  : a pod's Binding (every pod; kube-scheduler's own in stock mode),
+             to a node name no kwok manages, so no status write follows
+  lift     : removing a gang member's scheduling gate, the JSON patch the
+             actuator sends (extender mode: one per gang member)
+  annotate : a merge patch of one pod annotation (the size of a small update)
+
+These are the floor under a gang pod's cost in extender mode: stock kube-scheduler
+writes a Binding per pod; a gated gang member needs the lift as well.
+
+Usage: python bench/api_writes.py [--pods 400] [--block 50] [--rounds 2]
 Last line: one JSON object with every figure.
 """
 
@@ -29,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 from kubernetes import client, config
 
@@ -36,7 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from devcluster.cluster import Cluster
 from devcluster.nodes import NodeShape
 from pyextender.api.client import body_of
-from pyextender.api.raw_requests import MERGE_PATCH, RawApi
+from pyextender.api.names import GANG_GATE
+from pyextender.api.raw_requests import JSON_PATCH, MERGE_PATCH, RawApi
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from phase_cost import HZ, cpu_ticks
 
 NS = "default"
 Write = Callable[[str, int], None]
@@ -46,11 +64,18 @@ def say(msg: str) -> None:
     print(f"bench/api_writes: {msg}", file=sys.stderr, flush=True)
 
 
-def _pod(name: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "x"}]},
-    }
+SERVER = ("kube-apiserver", "etcd")
+"""The processes whose CPU per request the server-side part reports."""
+UNMANAGED_NODE = "no-kwok-here"
+"""Bindings of the server-side part go to this node name: no node object, so kwok
+writes no pod status after them and the figure is the Binding's alone."""
+
+
+def _pod(name: str, gated: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": "nobody", "containers": [{"name": "c", "image": "x"}]}
+    if gated:
+        spec["schedulingGates"] = [{"name": GANG_GATE}]
+    return {"metadata": {"name": name}, "spec": spec}
 
 
 def _binding(name: str, node: str) -> dict[str, Any]:
@@ -93,6 +118,72 @@ def writers(api: client.ApiClient, node: str) -> dict[str, dict[str, Write]]:
     }
 
 
+Server = Callable[[dict[str, Any]], None]
+
+
+def raw_writers(api: client.ApiClient) -> dict[str, Server]:
+    """The server-side part's writes, each given the pod as created (name, uid)."""
+    raw = RawApi(api.configuration)
+
+    def path(pod: dict[str, Any]) -> str:
+        return f"/api/v1/namespaces/{NS}/pods/{pod['metadata']['name']}"
+
+    def binding(pod: dict[str, Any]) -> None:
+        raw.post(path(pod) + "/binding", _binding(pod["metadata"]["name"], UNMANAGED_NODE))
+
+    def lift(pod: dict[str, Any]) -> None:
+        patch = [  # as pyextender.server.actuator lifts a gate
+            {"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]},
+            {"op": "test", "path": "/spec/schedulingGates/0/name", "value": GANG_GATE},
+            {"op": "remove", "path": "/spec/schedulingGates/0"},
+        ]
+        raw.patch(path(pod), patch, JSON_PATCH)
+
+    def annotate(pod: dict[str, Any]) -> None:
+        raw.patch(path(pod), {"metadata": {"annotations": {"pyextender.io/bench": "1"}}})
+
+    return {"binding": binding, "lift": lift, "annotate": annotate}
+
+
+def server_side(
+    core: client.CoreV1Api, ways: dict[str, Server], pods: int, rounds: int, marker: str
+) -> dict[str, dict[str, float]]:
+    """CPU ms per request of the API server and etcd, per kind of write (median of the
+    rounds); each round creates ``pods`` fresh pods per kind (gated for "lift")."""
+    per: dict[str, dict[str, list[float]]] = {w: {p: [] for p in SERVER} for w in ways}
+    for rnd in range(rounds):
+        for kind, write in ways.items():
+            say(f"server side, round {rnd + 1}/{rounds}: {pods} x {kind}")
+            made = [
+                msgspec.json.decode(body_of(core.create_namespaced_pod(
+                    NS, _pod(f"s{rnd}-{kind}-{i}", gated=kind == "lift"), _preload_content=False
+                )))
+                for i in range(pods)
+            ]  # fmt: skip
+            time.sleep(1.0)  # the creates' watch events are out
+            before = cpu_ticks(marker)
+            for pod in made:
+                write(pod)
+            time.sleep(0.5)  # ... and this block's
+            after = cpu_ticks(marker)
+            for proc in SERVER:
+                per[kind][proc].append((after[proc] - before[proc]) * 1000 / HZ / pods)
+            core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
+            time.sleep(1.0)
+    out = {
+        kind: {proc: round(float(np.median(v)), 2) for proc, v in procs.items()}
+        for kind, procs in per.items()
+    }
+    print(f"\nAPI server and etcd CPU per request (ms; median of {rounds} rounds of {pods}):")
+    for kind, procs in out.items():
+        rounds_text = " / ".join(f"{x:.2f}" for x in per[kind]["kube-apiserver"])
+        print(
+            f"{kind:9s} kube-apiserver {procs['kube-apiserver']:.2f} ({rounds_text})  "
+            f"etcd {procs['etcd']:.2f}"
+        )
+    return out
+
+
 def timed(write: Write, name: str, i: int) -> tuple[float, float]:
     """(thread CPU µs, wall µs) of one write."""
     c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
@@ -112,6 +203,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pods", type=int, default=400, help="pods (one Binding, one PATCH each way)")
     ap.add_argument("--block", type=int, default=50, help="requests per alternating block")
+    ap.add_argument(
+        "--rounds", type=int, default=2, help="rounds of the server-side part (each kind once)"
+    )
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-api-writes-"))
     cluster = Cluster(f"bench-writes-{os.getpid()}", root=root)
@@ -155,6 +249,8 @@ def main() -> None:
             lib = out["ops"][op]["libcurl"]["cpu_us"]["p50"]
             out["ops"][op]["cpu_p50_ratio_generated_over_libcurl"] = round(gen / lib, 2)
             print(f"{op:8s} CPU p50 generated / libcurl = {gen / lib:.2f}")
+        ways_server = raw_writers(api)
+        out["server_cpu_ms"] = server_side(core, ways_server, args.pods, args.rounds, str(root))
         print(json.dumps(out))
     finally:
         cluster.down(quiet=True)

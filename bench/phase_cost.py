@@ -20,7 +20,8 @@ from typing import Any
 
 from kubernetes import client
 
-_HZ = os.sysconf("SC_CLK_TCK")
+HZ = os.sysconf("SC_CLK_TCK")
+"""Clock ticks per second of /proc CPU times."""
 _REQUEST = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")
@@ -62,7 +63,7 @@ def _ticks(stat_path: str) -> int:
 
 
 def cpu_ticks(marker: str) -> Counter[str]:
-    """User + system CPU so far, in clock ticks (1/_HZ s), of every process whose
+    """User + system CPU so far, in clock ticks (1/HZ s), of every process whose
     command line contains ``marker`` (the cluster's directory), by program; this
     process as "bench (client)". Integer ticks, summed exactly."""
     out: Counter[str] = Counter()
@@ -188,7 +189,7 @@ class PhaseCost:
                 profile["error"] = self._profile_error
             else:
                 profile["path"] = self._profile_path
-        ms = {k: round(1000 * v / _HZ / pods, 2) for k, v in cpu.most_common() if v > 0}
+        ms = {k: round(1000 * v / HZ / pods, 2) for k, v in cpu.most_common() if v > 0}
         ms["total"] = round(sum(ms.values()), 2)
         writes = {
             k: round(v / pods, 2)
@@ -205,7 +206,7 @@ class PhaseCost:
             "cpu_ms_per_pod": ms,
             # where the sidecar's share goes (a thread that ended in the phase is missed)
             "sidecar_threads_ms_per_pod": {
-                k: round(1000 * v / _HZ / pods, 2) for k, v in threads.most_common() if v > 0
+                k: round(1000 * v / HZ / pods, 2) for k, v in threads.most_common() if v > 0
             },
             "writes_per_pod": writes,
             "reads_per_pod": reads,

@@ -163,8 +163,29 @@ def _node_event(core: client.CoreV1Api, node: str, message: str) -> None:
     body_of(core.create_namespaced_event("default", body, _preload_content=False))
 
 
-async def _housekeeping(cache: ClusterCache, metrics: Metrics, core: client.CoreV1Api) -> None:
-    """Once a second: HyperNode tiers (when changed), node problems as events, gauges."""
+def read_cache_gauges(cache: ClusterCache, metrics: Metrics) -> None:
+    """The cache gauges read the cache when /metrics is scraped, not from a sample taken
+    up to a second earlier: a sample showed 0 nodes for up to a second after /readyz
+    turned 200 (the first sample predates the sync), and a scrape is rarer and cheaper
+    than a sample a second. Scrapes run on the event loop that changes the cache, so
+    each reading is of one consistent state."""
+    metrics.cache_nodes.set_function(lambda: len(cache.state.index))
+    metrics.cache_pods.set_function(lambda: len(cache.state.pods))
+    metrics.cache_pending_pods.set_function(lambda: len(cache.pending))
+    for resource in gpu_resources():
+        for which, state in enumerate(("allocatable", "allocated")):
+            metrics.cache_gpus.labels(resource, state).set_function(
+                functools.partial(_gpu_total, cache, resource, which)
+            )
+
+
+def _gpu_total(cache: ClusterCache, resource: str, which: int) -> float:
+    """GPUs of ``resource`` on live nodes: allocatable (``which`` 0) or allocated (1)."""
+    return gpu_totals(cache.state).get(resource, (0, 0))[which]
+
+
+async def _housekeeping(cache: ClusterCache, core: client.CoreV1Api) -> None:
+    """Once a second: HyperNode tiers (when changed), node problems as events."""
     reported: set[tuple[str, str]] = set()
     loop = asyncio.get_running_loop()
     while True:
@@ -178,12 +199,6 @@ async def _housekeeping(cache: ClusterCache, metrics: Metrics, core: client.Core
                 reported.add(problem)
             except Exception as exc:
                 log.warning("event for node %s: %s", problem[0], exc)
-        metrics.cache_nodes.set(len(cache.state.index))
-        metrics.cache_pods.set(len(cache.state.pods))
-        metrics.cache_pending_pods.set(len(cache.pending))
-        for resource, (allocatable, allocated) in gpu_totals(cache.state).items():
-            metrics.cache_gpus.labels(resource, "allocatable").set(allocatable)
-            metrics.cache_gpus.labels(resource, "allocated").set(allocated)
         await asyncio.sleep(1.0)
 
 
@@ -346,7 +361,8 @@ async def serve(opts: ServeOptions) -> int:
         )
 
     app = ExtenderApp(extender, ready, opts.max_body_bytes, supervisor.health)
-    gauges = supervisor.spawn("housekeeping", _housekeeping(cache, metrics, core))
+    read_cache_gauges(cache, metrics)
+    gauges = supervisor.spawn("housekeeping", _housekeeping(cache, core))
     kernels: asyncio.Task[float] = asyncio.create_task(asyncio.to_thread(warm_up, profile))
     tune_gc()
     tune_switch_interval()
