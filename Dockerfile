@@ -19,7 +19,9 @@ RUN python -m venv /opt/pyextender \
  && /opt/pyextender/bin/pip install . \
  && /opt/pyextender/bin/python -m compileall -q /opt/pyextender/lib
 # numba caches compiled kernels next to a cache dir we choose; warm it now so a
-# replica is ready in seconds instead of compiling on every start.
+# replica is ready in seconds instead of compiling on every start. At run time the
+# folder is read-only (non-root user, read-only root filesystem): the sidecar copies
+# it to the temporary directory and caches there (pyextender/kernels/jit.py).
 ENV NUMBA_CACHE_DIR=/opt/pyextender/numba-cache
 RUN /opt/pyextender/bin/python -c "from pyextender.plugins.defaults import load, plugins_of; \
 from pyextender.framework.runtime import build_profile; \

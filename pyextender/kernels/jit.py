@@ -10,23 +10,94 @@ reference written independently.
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
 from numba import njit, types
+from numba.core import config as _numba_config
 from numba.extending import intrinsic, overload
 
 LoopKernel = Callable[..., None]
+
+log = logging.getLogger(__name__)
+
+numba_config: Any = _numba_config
+"""numba's settings (CACHE_DIR is set from the environment at run time: no static type)."""
+
+CACHE_COPY = "pyextender-numba-cache"
+"""Folder (in the temporary directory) that a read-only NUMBA_CACHE_DIR is copied to."""
+
+
+def writable(path: str) -> bool:
+    """numba's own test for a cache folder: it exists (or can be made) and a file can
+    be created in it."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError:
+        return False
+    return True
+
+
+def usable_cache_dir(
+    configured: str, scratch: str, can_write: Callable[[str], bool] = writable
+) -> str:
+    """Where numba should keep compiled kernels, given NUMBA_CACHE_DIR ``configured``.
+
+    numba uses a cache folder only if it can write there, even to read what is in it,
+    and with no usable folder it refuses to define a cached function at all (a
+    RuntimeError at import). The container image ships kernels compiled at build time
+    in a folder its non-root user cannot write, on a read-only root filesystem: used
+    as it is, the sidecar could not start. So a folder we cannot write is copied to
+    ``scratch``/CACHE_COPY (the chart mounts an emptyDir on /tmp) and used from there,
+    which keeps the build's kernels. "" when no folder is usable: kernels are then
+    compiled at every start, without a cache (``compile_kernel``)."""
+    if not configured or can_write(configured):
+        return configured
+    copy = os.path.join(scratch, CACHE_COPY)
+    if not can_write(copy):
+        return ""
+    if os.path.isdir(configured):
+        try:
+            shutil.copytree(configured, copy, dirs_exist_ok=True)
+        except OSError as exc:  # a partial copy is still a cache: numba checks each entry
+            log.warning("copying the numba cache %s to %s: %s", configured, copy, exc)
+    return copy
+
+
+def _settle_cache_dir() -> None:
+    configured = str(numba_config.CACHE_DIR or "")
+    chosen = usable_cache_dir(configured, tempfile.gettempdir())
+    if chosen != configured:
+        numba_config.CACHE_DIR = chosen
+        if chosen:
+            log.info("numba cache %s is read-only: using a copy in %s", configured, chosen)
+        else:
+            log.warning("no writable numba cache folder: kernels compile at every start")
+
+
+_settle_cache_dir()
 
 
 def compile_kernel(loops: LoopKernel) -> LoopKernel:
     """``@njit(cache=True, nogil=True)`` of a loop function, typed for mypy.
 
-    cache: compiled code is stored next to the module (start-up reuses it);
-    nogil: the sidecar calls kernels from threads.
+    cache: compiled code is stored next to the module, or in NUMBA_CACHE_DIR (start-up
+    reuses it); nogil: the sidecar calls kernels from threads. Where numba finds no
+    folder it can write (read-only sources, no usable NUMBA_CACHE_DIR or home), it
+    refuses cache=True with a RuntimeError; the kernel is then compiled without a
+    cache rather than the sidecar failing to start.
     """
-    compiled = njit(cache=True, nogil=True)(loops)
+    try:
+        compiled = njit(cache=True, nogil=True)(loops)
+    except RuntimeError as exc:
+        log.warning("kernel %s compiles without a cache: %s", loops.__name__, exc)
+        compiled = njit(nogil=True)(loops)
     return cast(LoopKernel, compiled)
 
 
