@@ -52,6 +52,7 @@ from devcluster.nodes import NodeShape
 from pyextender.api.client import body_of
 from pyextender.api.names import GANG_GATE
 from pyextender.api.raw_requests import JSON_PATCH, MERGE_PATCH, RawApi
+from pyextender.server.actuator import lift_patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from phase_cost import HZ, cpu_ticks
@@ -131,13 +132,8 @@ def raw_writers(api: client.ApiClient) -> dict[str, Server]:
     def binding(pod: dict[str, Any]) -> None:
         raw.post(path(pod) + "/binding", _binding(pod["metadata"]["name"], UNMANAGED_NODE))
 
-    def lift(pod: dict[str, Any]) -> None:
-        patch = [  # as pyextender.server.actuator lifts a gate
-            {"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]},
-            {"op": "test", "path": "/spec/schedulingGates/0/name", "value": GANG_GATE},
-            {"op": "remove", "path": "/spec/schedulingGates/0"},
-        ]
-        raw.patch(path(pod), patch, JSON_PATCH)
+    def lift(pod: dict[str, Any]) -> None:  # the actuator's own patch
+        raw.patch(path(pod), lift_patch(pod["metadata"]["uid"], 0), JSON_PATCH)
 
     def annotate(pod: dict[str, Any]) -> None:
         raw.patch(path(pod), {"metadata": {"annotations": {"pyextender.io/bench": "1"}}})
@@ -249,8 +245,8 @@ def main() -> None:
             lib = out["ops"][op]["libcurl"]["cpu_us"]["p50"]
             out["ops"][op]["cpu_p50_ratio_generated_over_libcurl"] = round(gen / lib, 2)
             print(f"{op:8s} CPU p50 generated / libcurl = {gen / lib:.2f}")
-        ways_server = raw_writers(api)
-        out["server_cpu_ms"] = server_side(core, ways_server, args.pods, args.rounds, str(root))
+        server = raw_writers(api)
+        out["server_cpu_ms"] = server_side(core, server, args.pods, args.rounds, str(root))
         print(json.dumps(out))
     finally:
         cluster.down(quiet=True)

@@ -383,12 +383,7 @@ class Actuator:
 
     async def _lift_pod(self, pod: PodInfo, allowed: Allowed) -> bool:
         """True when the gate is off (or the pod is gone)."""
-        i = pod.gates.index(GANG_GATE)
-        patch = [
-            {"op": "test", "path": "/metadata/uid", "value": pod.uid},
-            {"op": "test", "path": f"/spec/schedulingGates/{i}/name", "value": GANG_GATE},
-            {"op": "remove", "path": f"/spec/schedulingGates/{i}"},
-        ]
+        patch = lift_patch(pod.uid, pod.gates.index(GANG_GATE))
         try:
             await self._call(
                 "lift", self._patch_pod, pod.name, pod.namespace, patch, allowed=allowed
@@ -566,6 +561,16 @@ class Actuator:
             await self._call("event", self.raw.post, f"/api/v1/namespaces/{ns}/events", body)
         except Exception as exc:
             log.debug("event on %s %s/%s: %s", what, ns, name, _why(exc))
+
+
+def lift_patch(uid: str, index: int) -> list[dict[str, Any]]:
+    """The JSON patch that removes the gang gate at ``index`` of pod ``uid``'s
+    schedulingGates: it fails (422) if the pod was replaced or its gates moved."""
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GANG_GATE},
+        {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
+    ]
 
 
 def _enqueued_message(job: Job) -> str:
