@@ -16,20 +16,25 @@ devcluster has no kubelet (kwok fakes the pods of workloads). To test the chart
   ``metadata.name``, ``metadata.namespace``); ``$(VAR)`` expansion as kubelet does;
 - **probes**: ``readinessProbe.httpGet`` decides when a pod is ready;
 - **images**: a container's ``command[0]`` names the program (``pyextender``,
-  ``kube-scheduler``); the kube-scheduler image tag must be the version devcluster
-  builds.
+  ``kube-scheduler``, or ``kube-scheduler-pyextender``, the one built with our
+  framework plugin); a kube-scheduler image tag must be the version devcluster
+  builds. A ``unix://`` plugin target in its config is rewritten like a mount path.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
+import hashlib
 import os
 import random
 import re
+import shutil
 import socket
 import ssl
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -47,6 +52,15 @@ TOKEN_SECONDS = 24 * 3600
 """Lifetime of the ServiceAccount tokens we request (the test's upper bound)."""
 
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+SCHEDULERS = ("kube-scheduler", "kube-scheduler-pyextender")
+"""Commands run as devcluster's builds: the stock kube-scheduler and the one built
+with our framework plugin (shim/), both of devcluster's Kubernetes version."""
+
+SHORT_DIRS = Path(tempfile.gettempdir())
+"""Where emptyDir folders go when the pod's own folder path is too long for a Unix
+socket inside it (108 bytes with the socket's name)."""
 
 
 def pod_network() -> str:
@@ -123,6 +137,8 @@ class LocalPod:
     """The Deployment's (or Job's) spec.template."""
     roles: list[str] = field(default_factory=list)
     """Process roles in the cluster state (``<pod>.<container>``)."""
+    short_dirs: list[Path] = field(default_factory=list)
+    """emptyDir folders outside the pod's folder (SHORT_DIRS), removed by ``stop``."""
 
     @property
     def spec(self) -> Mapping[str, Any]:
@@ -152,7 +168,7 @@ class LocalPod:
             env = self._env(c, kubeconfig)
             argv = [expand(a, env) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
             argv = [self._rewrite(a, c, mounts) for a in argv]
-            argv = self._program(argv, c, kubeconfig)
+            argv = self._program(argv, c, kubeconfig, mounts)
             role = f"{self.name}.{c['name']}"
             self.cluster._spawn(st, role, argv, env={**os.environ, **env})
             self.roles.append(role)
@@ -165,6 +181,19 @@ class LocalPod:
         out: dict[str, Path] = {}
         for v in self.spec.get("volumes") or []:
             where = self.folder / "volumes" / v["name"]
+            if "emptyDir" in v and len(str(where)) > 60:
+                # a Unix socket in it (the framework plugin's gRPC) needs a short path;
+                # the pod's folder links to it
+                digest = hashlib.sha256(str(where).encode()).hexdigest()[:12]
+                short = SHORT_DIRS / f"pxl-{digest}"
+                short.mkdir(exist_ok=True)
+                self.short_dirs.append(short)
+                # a cluster torn down without stopping its pods leaves none behind
+                atexit.register(shutil.rmtree, short, True)
+                where.parent.mkdir(parents=True, exist_ok=True)
+                if not where.is_symlink():
+                    where.symlink_to(short, target_is_directory=True)
+                where = short
             where.mkdir(parents=True, exist_ok=True)
             out[v["name"]] = where
             files: dict[str, bytes] = {}
@@ -213,26 +242,38 @@ class LocalPod:
                 return flag + eq + str(mounts[m["name"]]) + value[len(mp) :]
         return arg
 
-    def _program(self, argv: list[str], container: Mapping[str, Any], kc: Path) -> list[str]:
+    def _program(
+        self, argv: list[str], container: Mapping[str, Any], kc: Path, mounts: dict[str, Path]
+    ) -> list[str]:
         prog = argv[0]
         if prog == "pyextender":
             return [sys.executable, "-m", "pyextender.cli", *argv[1:]]
-        if prog == "kube-scheduler":
+        if prog in SCHEDULERS:
             image = str(container.get("image", ""))
             if not image.endswith(":" + build.KUBE_VERSION):
-                raise ValueError(f"kube-scheduler image {image} is not {build.KUBE_VERSION}")
-            return [str(build.binary_path("kube-scheduler")), *self._scheduler_args(argv[1:], kc)]
+                raise ValueError(f"{prog} image {image} is not {build.KUBE_VERSION}")
+            args = self._scheduler_args(argv[1:], kc, container, mounts)
+            return [str(build.binary_path(prog)), *args]
         raise ValueError(f"{self.name}: no local program for command {prog!r}")
 
-    def _scheduler_args(self, args: list[str], kc: Path) -> list[str]:
+    def _scheduler_args(
+        self, args: list[str], kc: Path, container: Mapping[str, Any], mounts: dict[str, Path]
+    ) -> list[str]:
         """In-cluster client config for kube-scheduler: its config file's clientConnection,
-        and the delegated authn/authz kubeconfigs it would find in the pod."""
+        and the delegated authn/authz kubeconfigs it would find in the pod; a plugin's
+        ``unix://`` target in a mounted volume points at that volume's folder."""
         out = []
         for a in args:
             if a.startswith("--config="):
                 path = Path(a.split("=", 1)[1])
                 doc = yaml.safe_load(path.read_text())
                 doc.setdefault("clientConnection", {})["kubeconfig"] = str(kc)
+                for profile in doc.get("profiles") or []:
+                    for pc in profile.get("pluginConfig") or []:
+                        target = str((pc.get("args") or {}).get("target", ""))
+                        if target.startswith("unix://"):
+                            sock = self._rewrite(target[len("unix://") :], container, mounts)
+                            pc["args"]["target"] = "unix://" + sock
                 local = self.folder / "kube-scheduler-config.yaml"
                 local.write_text(yaml.safe_dump(doc, sort_keys=False))
                 a = f"--config={local}"
@@ -283,6 +324,9 @@ class LocalPod:
         for role in self.roles:
             self.cluster.stop_role(role)
         self.roles = []
+        for d in self.short_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        self.short_dirs = []
 
 
 def ip_is_free(ip: str, ports: list[int]) -> bool:

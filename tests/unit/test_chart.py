@@ -48,6 +48,7 @@ MODES = {
     "existing": ("--set", "mode=existing"),
     "cert-manager": ("--set", "webhook.tls.mode=cert-manager"),
     "named-namespaces": ("--set", "adoption.namespaces={team-a,team-b}"),
+    "framework": ("--set", "scheduler.framework.enabled=true"),
 }
 
 
@@ -174,6 +175,74 @@ def test_existing_mode_has_no_second_scheduler() -> None:
     assert "--scheduler-name=volcano" in sidecar["args"]
 
 
+def _containers(docs: list[dict[str, Any]], component: str) -> dict[str, dict[str, Any]]:
+    dep = next(d for d in of_kind(docs, "Deployment") if d["metadata"]["name"].endswith(component))
+    return {c["name"]: c for c in dep["spec"]["template"]["spec"]["containers"]}
+
+
+def test_framework_mode_runs_the_plugin_build_on_a_pod_socket() -> None:
+    docs = render("--set", "scheduler.framework.enabled=true")
+    sched = _containers(docs, "scheduler")
+    ks, sidecar = sched["kube-scheduler"], sched["sidecar"]
+    assert ks["command"] == ["kube-scheduler-pyextender"]
+    assert ks["image"] == f"ghcr.io/pyextender/kube-scheduler-pyextender:{build.KUBE_VERSION}"
+    cm = next(d for d in of_kind(docs, "ConfigMap"))
+    conf = yaml.safe_load(cm["data"]["kube-scheduler.yaml"])
+    assert "extenders" not in conf
+    (profile,) = conf["profiles"]
+    assert profile["schedulerName"] == "volcano"
+    assert profile["plugins"]["multiPoint"]["enabled"] == [{"name": "Pyextender"}]
+    assert profile["plugins"]["bind"]["enabled"] == [{"name": "Pyextender"}]
+    (plugin,) = profile["pluginConfig"]
+    assert plugin["args"]["callTimeout"] == "5s"
+    target = plugin["args"]["target"]
+    sock = next(a.split("=", 1)[1] for a in sidecar["args"] if a.startswith("--grpc-socket="))
+    assert target == f"unix://{sock}"
+    # the socket's folder is one emptyDir both containers mount, and nothing else is there
+    mounts = [
+        {m["name"] for m in c["volumeMounts"] if sock.startswith(m["mountPath"] + "/")}
+        for c in (ks, sidecar)
+    ]
+    assert mounts[0] == mounts[1] == {"grpc"}
+    dep = next(
+        d for d in of_kind(docs, "Deployment") if d["metadata"]["name"].endswith("scheduler")
+    )
+    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["grpc"] == {"name": "grpc", "emptyDir": {}}
+    for component in ("webhook", "controllers"):
+        (c,) = _containers(docs, component).values()
+        assert "--gang-barrier=scheduler" in c["args"], component
+    # the extender install has none of it
+    plain = render()
+    assert _containers(plain, "scheduler")["kube-scheduler"]["command"] == ["kube-scheduler"]
+    for component in ("webhook", "controllers", "scheduler"):
+        for c in _containers(plain, component).values():
+            assert not [a for a in c["args"] if "barrier" in a or "grpc" in a], c["args"]
+
+
+def test_framework_mode_can_keep_the_scheduling_gate() -> None:
+    framework = ("--set", "scheduler.framework.enabled=true")
+    docs = render(*framework, "--set", "scheduler.framework.gangBarrier=false")
+    for component in ("webhook", "controllers"):
+        (c,) = _containers(docs, component).values()
+        assert not [a for a in c["args"] if "barrier" in a], c["args"]
+
+
+def test_the_framework_image_is_built_at_devclusters_kubernetes_version() -> None:
+    """One Kubernetes version everywhere the plugin build is named: devcluster's build,
+    the shim's go.mod, its Dockerfile and the chart's default image tag."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["scheduler"]["framework"]["image"]["tag"] == build.KUBE_VERSION
+    assert values["scheduler"]["kubeScheduler"]["image"]["tag"] == build.KUBE_VERSION
+    gomod = (REPO / "shim" / "go.mod").read_text()
+    assert f"\tk8s.io/kubernetes {build.KUBE_VERSION}\n" in gomod
+    dockerfile = (REPO / "shim" / "Dockerfile").read_text()
+    major, minor = build.KUBE_VERSION.lstrip("v").split(".")[:2]
+    for arg in (f"KUBE_VERSION={build.KUBE_VERSION}", f"KUBE_MAJOR={major}", f"KUBE_MINOR={minor}"):
+        assert f"ARG {arg}\n" in dockerfile, arg
+    assert "-o /out/kube-scheduler-pyextender pyextender.io/shim" in dockerfile
+
+
 def _strip(hook: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in hook.items() if k not in ("clientConfig", "namespaceSelector")}
 
@@ -218,6 +287,14 @@ def test_default_scheduler_config_is_the_built_in_one() -> None:
         (("--set", "mode=second"), 'mode must be "scheduler" or "existing"'),
         (("--set", "webhook.tls.mode=vault"), 'webhook.tls.mode must be "self" or "cert-manager"'),
         (("--set", "logFormat=xml"), 'logFormat must be "text" or "json"'),
+        (
+            ("--set", "mode=existing", "--set", "scheduler.framework.enabled=true"),
+            "scheduler.framework.enabled needs mode=scheduler",
+        ),
+        (
+            ("--set", "scheduler.framework.enabled=true,scheduler.framework.callTimeout=5"),
+            'scheduler.framework.callTimeout must be a duration such as 5s or 500ms, got "5"',
+        ),
     ],
 )
 def test_bad_values_fail_with_a_clear_message(args: tuple[str, ...], message: str) -> None:

@@ -86,7 +86,18 @@ podAntiAffinity:
 {{- if and (eq .Values.mode "existing") (eq .Values.adoption.clusterSchedulerName .Values.schedulerName) -}}
 {{- fail "adoption.clusterSchedulerName must name the cluster's own scheduler in mode=existing, not our schedulerName" -}}
 {{- end -}}
+{{- if and .Values.scheduler.framework.enabled (eq .Values.mode "existing") -}}
+{{- fail "scheduler.framework.enabled needs mode=scheduler: in mode=existing the cluster's own kube-scheduler runs, and it cannot load pyextender's plugin" -}}
+{{- end -}}
+{{- if and .Values.scheduler.framework.enabled (not (regexMatch "^[0-9]+(\\.[0-9]+)?(ms|s|m)$" (toString .Values.scheduler.framework.callTimeout))) -}}
+{{- fail (printf "scheduler.framework.callTimeout must be a duration such as 5s or 500ms, got %q" (toString .Values.scheduler.framework.callTimeout)) -}}
+{{- end -}}
 {{- if semverCompare "<1.30.0-0" .Capabilities.KubeVersion.Version -}}
 {{- fail (printf "pyextender needs Kubernetes 1.30 or newer (pod scheduling gates and webhook matchConditions are GA there); this cluster is %s" .Capabilities.KubeVersion.Version) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* "true" when gang members wait at the framework plugin's barrier (annotation). */}}
+{{- define "pyextender.gangBarrier" -}}
+{{- if and .Values.scheduler.framework.enabled .Values.scheduler.framework.gangBarrier (eq .Values.mode "scheduler") -}}true{{- end -}}
 {{- end -}}

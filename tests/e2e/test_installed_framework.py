@@ -1,0 +1,207 @@
+"""The chart with ``scheduler.framework.enabled``: kube-scheduler built with our plugin.
+
+As test_installed.py, on a devcluster of its own: ``helm install``, then each
+Deployment's Pod template run as local processes under its own ServiceAccount. The
+scheduler Pod's kube-scheduler container runs ``kube-scheduler-pyextender`` (the
+shim devcluster builds, as the chart's framework image would hold it) with the
+chart's KubeSchedulerConfiguration, calling the sidecar over the Unix socket in the
+Pod's shared emptyDir. The webhook and the Job controller hold gang members with the
+barrier annotation, so no member is ever gated.
+
+The core gang scenarios of test_gangs.py run here as framework mode (their own pods
+are gated, the other hold the plugin serves), next to what only the chart's
+framework mode does: adopted pods held at the barrier, a Volcano Job through it, and
+an uninstall that leaves no pod held.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from devcluster.installed import InstalledCluster, Release
+from devcluster.nodes import NodeShape
+from pyextender.api.names import (
+    BARRIER_ANNOTATION,
+    GPU_INDEX_ANNOTATION,
+    GROUP_NAME_ANNOTATION,
+)
+from tests.e2e.conftest import Env
+from tests.e2e.kube import bound, bound_of, metrics, podgroup, wait_for
+from tests.e2e.test_gangs import (  # the core scenarios, framework mode, installed
+    test_gang_all_or_nothing,
+    test_two_gangs_that_fit_alone_but_not_together,
+)
+from tests.e2e.test_installed import (  # the same checks as the extender install
+    _admin,
+    _adopted_namespace,
+    _argv,
+    _member,
+    test_no_component_was_refused_by_rbac,
+    test_volcano_job_from_submit_to_completion,
+)
+
+pytestmark = pytest.mark.e2e
+
+__all__ = [
+    "test_gang_all_or_nothing",
+    "test_no_component_was_refused_by_rbac",
+    "test_two_gangs_that_fit_alone_but_not_together",
+    "test_volcano_job_from_submit_to_completion",
+]
+
+VALUES: dict[str, Any] = {
+    "logLevel": "info",
+    "scheduler": {"replicas": 1, "framework": {"enabled": True}},
+    "controllers": {"replicas": 1},
+    "webhook": {"replicas": 1},
+}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
+    root: Path = tmp_path_factory.mktemp("framework")
+    c = InstalledCluster(f"fw-{os.getpid()}", root=root, mode="scheduler")
+    c.up(nodes=2, shape=NodeShape(cpu="32", memory="256Gi", gpus=8))
+    release = Release(c, VALUES)
+    try:
+        start = time.monotonic()
+        release.install()
+        release.run_components()
+        print(f"\nframework install: components ready in {time.monotonic() - start:.1f}s")
+        yield release
+    finally:
+        c.down(quiet=True)
+
+
+# -- fixtures the imported scenarios use ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def api(installed: Release) -> client.ApiClient:
+    return _admin(installed)
+
+
+@pytest.fixture(scope="module")
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture
+def sidecar(installed: Release) -> str:
+    """The (single) scheduler pod's sidecar: its debug and extender port, pod address."""
+    return f"http://{installed.pod('scheduler').ip}:8888"
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api, api: client.ApiClient) -> Iterator[str]:
+    name = f"f{os.getpid()}-{time.monotonic_ns() % 10**9}"
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    client.CustomObjectsApi(api).delete_collection_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", name, "podgroups"
+    )
+    core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+
+
+@pytest.fixture
+def env(
+    installed: Release, api: client.ApiClient, core: client.CoreV1Api, namespace: str, sidecar: str
+) -> Env:
+    """Framework mode's assertions (Permit holds the members) on the installed system."""
+    return Env("framework", installed.cluster, api, core, namespace, sidecar)
+
+
+# -- the framework install itself ---------------------------------------------------------
+
+
+def test_kube_scheduler_is_the_plugin_build_on_the_pod_socket(installed: Release) -> None:
+    sched = installed.pod("scheduler")
+    argv = _argv(installed, next(r for r in sched.roles if r.endswith(".kube-scheduler")))
+    assert argv[0].endswith("/kube-scheduler-pyextender"), argv
+    config = next(a.split("=", 1)[1] for a in argv if a.startswith("--config="))
+    (profile,) = yaml.safe_load(Path(config).read_text())["profiles"]
+    doc = yaml.safe_load(Path(config).read_text())
+    assert "extenders" not in doc
+    (plugin,) = profile["pluginConfig"]
+    target = plugin["args"]["target"]
+    sidecar = _argv(installed, next(r for r in sched.roles if r.endswith(".sidecar")))
+    sock = next(a.split("=", 1)[1] for a in sidecar if a.startswith("--grpc-socket="))
+    # both containers name the same file of the Pod's shared emptyDir, and it is there
+    assert target == f"unix://{sock}", (target, sock)
+    assert Path(sock).is_socket()
+
+
+def test_adopted_gang_waits_at_the_barrier_then_binds_whole(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """A gang as a user writes it: the webhook holds each member with the barrier
+    annotation (no gate), none binds while the gang is short, all bind together once
+    it is whole, each with the GPU indices the sidecar chose on its Binding."""
+    url = f"http://{installed.pod('scheduler').ip}:8080"
+    lifted, released = _writes(url, "lift"), _writes(url, "release")
+    ns = _adopted_namespace(core, "barrier")
+    podgroup(api, ns, "trio", 3, "default", None)
+    for i in range(2):
+        core.create_namespaced_pod(ns, _member(ns, "trio", i, gpus=2))
+    p = core.read_namespaced_pod("trio-0", ns)
+    assert p.spec.scheduler_name == "volcano"
+    assert not p.spec.scheduling_gates, p.spec.scheduling_gates
+    assert p.metadata.annotations.get(BARRIER_ANNOTATION), p.metadata.annotations
+    time.sleep(3.0)  # kube-scheduler has had its chances: PreEnqueue keeps them out
+    assert not bound(core, ns)
+    core.create_namespaced_pod(ns, _member(ns, "trio", 2, gpus=2))
+    names = ["trio-0", "trio-1", "trio-2"]
+    wait_for("the gang bound", lambda: bound_of(core, ns, names) == 3, timeout=60)
+    for name in names:
+        got = core.read_namespaced_pod(name, ns)
+        gpus = got.metadata.annotations.get(GPU_INDEX_ANNOTATION, "")
+        assert len(gpus.split(",")) == 2, (name, got.metadata.annotations)
+    # released by a write to the PodGroup, never by a PATCH per member
+    assert _writes(url, "lift") == lifted
+    assert _writes(url, "release") > released
+
+
+def _writes(metrics_url: str, op: str) -> float:
+    """The sidecar's successful API writes of one kind (metric pyextender_api_writes_total)."""
+    return sum(
+        v
+        for k, v in metrics(metrics_url).items()
+        if k.startswith("pyextender_api_writes_total{") and f'op="{op}"' in k and "ok" in k
+    )
+
+
+def test_helm_uninstall_leaves_no_pod_held(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    ns = _adopted_namespace(core, "uninstall")
+    podgroup(api, ns, "waiting", 10, "default", None)
+    for i in range(3):
+        core.create_namespaced_pod(ns, _member(ns, "waiting", i, gpus=8))
+    held = [
+        p
+        for p in core.list_namespaced_pod(ns).items
+        if (p.metadata.annotations or {}).get(BARRIER_ANNOTATION)
+    ]
+    assert len(held) == 3
+    installed.uninstall()
+    left = [
+        f"{p.metadata.namespace}/{p.metadata.name}"
+        for p in core.list_pod_for_all_namespaces().items
+        if not p.spec.node_name
+        and (
+            (p.metadata.annotations or {}).get(BARRIER_ANNOTATION)
+            or p.spec.scheduler_name == "volcano"
+        )
+    ]
+    assert not left, left
+    waiting = core.read_namespaced_pod("waiting-0", ns)
+    assert waiting.spec.scheduler_name == "default-scheduler"
+    assert GROUP_NAME_ANNOTATION in waiting.metadata.annotations
