@@ -162,9 +162,19 @@ class Cluster:
         print(f"devcluster[{self.name}]: {msg}", file=sys.stderr, flush=True)
 
     def _spawn(
-        self, st: ClusterState, role: str, cmd: list[str], env: dict[str, str] | None = None
+        self,
+        st: ClusterState,
+        role: str,
+        cmd: list[str],
+        env: dict[str, str] | None = None,
+        user: tuple[int, int] | None = None,
     ) -> None:
+        """Start ``role``; ``user`` (uid, gid) runs it as that user, with no other group
+        (needs root; devcluster.runas)."""
         log = open(Path(st.logs) / f"{role}.log", "ab")  # noqa: SIM115 - child owns it
+        as_user: dict[str, Any] = {}
+        if user is not None:
+            as_user = {"user": user[0], "group": user[1], "extra_groups": []}
         proc = subprocess.Popen(
             cmd,
             stdout=log,
@@ -172,6 +182,7 @@ class Cluster:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             env=env or os.environ.copy(),
+            **as_user,
         )
         log.close()
         st.pids[role] = proc.pid

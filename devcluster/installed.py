@@ -58,11 +58,16 @@ class InstalledCluster(Cluster):
         self._next_ip = 1
 
     def _spawn(
-        self, st: ClusterState, role: str, cmd: list[str], env: dict[str, str] | None = None
+        self,
+        st: ClusterState,
+        role: str,
+        cmd: list[str],
+        env: dict[str, str] | None = None,
+        user: tuple[int, int] | None = None,
     ) -> None:
         if role == "kube-apiserver":
             cmd = [*cmd, "--enable-aggregator-routing=true"]
-        super()._spawn(st, role, cmd, env)
+        super()._spawn(st, role, cmd, env, user)
 
     def up(self, *args: Any, **kwargs: Any) -> ClusterState:
         """devcluster's ``up``, minus the schedulers the chart (or the cluster's own

@@ -12,6 +12,9 @@ devcluster has no kubelet (kwok fakes the pods of workloads). To test the chart
   its own address: occurrences in args and mounted config are rewritten;
 - **files**: ConfigMap and Secret volumes are written under the pod's folder and
   mount paths in args are rewritten to it; emptyDirs are folders;
+- **user**: as root, each container runs as its securityContext's ``runAsUser`` /
+  ``runAsGroup``, with the files a pod of that user could touch
+  (devcluster.runas); ``$TMPDIR`` is the volume mounted at ``/tmp``, if any;
 - **env**: literal values and the downward API (``status.podIP``,
   ``metadata.name``, ``metadata.namespace``); ``$(VAR)`` expansion as kubelet does;
 - **probes**: ``readinessProbe.httpGet`` decides when a pod is ready;
@@ -45,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from devcluster import build
+from devcluster import build, runas
 from devcluster.cluster import Cluster, _alive
 
 TOKEN_SECONDS = 24 * 3600
@@ -91,7 +94,11 @@ def sa_kubeconfig(cluster: Cluster, namespace: str, sa: str, path: Path) -> Path
                 "name": "devcluster",
                 "cluster": {
                     "server": st.server,
-                    "certificate-authority": str(Path(st.dir) / "pki" / "ca.crt"),
+                    # inline, as the CA a pod finds mounted: the pod's user may not
+                    # be able to read the cluster's folder (devcluster.runas)
+                    "certificate-authority-data": base64.b64encode(
+                        (Path(st.dir) / "pki" / "ca.crt").read_bytes()
+                    ).decode(),
                 },
             }
         ],
@@ -138,7 +145,11 @@ class LocalPod:
     roles: list[str] = field(default_factory=list)
     """Process roles in the cluster state (``<pod>.<container>``)."""
     short_dirs: list[Path] = field(default_factory=list)
-    """emptyDir folders outside the pod's folder (SHORT_DIRS), removed by ``stop``."""
+    """Folders outside the cluster's (SHORT_DIRS), removed by ``stop``."""
+    run_as: runas.Identity | None = None
+    """(uid, gid) its containers run as (devcluster.runas); None: as this process."""
+    as_root_because: str = ""
+    """Why it runs as this process although its securityContext names a user."""
 
     @property
     def spec(self) -> Mapping[str, Any]:
@@ -151,27 +162,69 @@ class LocalPod:
         return labels
 
     @property
-    def folder(self) -> Path:
+    def link(self) -> Path:
+        """The pod's place in the cluster's folder (a link when its user runs it)."""
         st = self.cluster.state
         assert st is not None
         return Path(st.dir) / "pods" / self.name
+
+    @property
+    def folder(self) -> Path:
+        """The pod's own folder: kubeconfig, volumes, tmp."""
+        return self.link.resolve() if self.link.is_symlink() else self.link
 
     # -- start ------------------------------------------------------------------
     def start(self) -> None:
         st = self.cluster.state
         assert st is not None
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.run_as = self._run_as()
+        self._make_folder()
         sa = self.spec.get("serviceAccountName") or "default"
         kubeconfig = sa_kubeconfig(self.cluster, self.namespace, sa, self.folder / "kubeconfig")
+        if self.run_as is not None:
+            runas.own(kubeconfig, self.run_as, 0o600)  # the projected token is the pod's
         mounts = self._volumes()
         for c in self.spec["containers"]:
-            env = self._env(c, kubeconfig)
+            env = self._env(c, kubeconfig, mounts)
             argv = [expand(a, env) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
             argv = [self._rewrite(a, c, mounts) for a in argv]
             argv = self._program(argv, c, kubeconfig, mounts)
             role = f"{self.name}.{c['name']}"
-            self.cluster._spawn(st, role, argv, env={**os.environ, **env})
+            self.cluster._spawn(st, role, argv, env={**os.environ, **env}, user=self.run_as)
             self.roles.append(role)
+
+    def _run_as(self) -> runas.Identity | None:
+        """The user of the containers' securityContext, when this process can switch
+        to it and that user can run the programs."""
+        if not runas.can_switch():
+            return None
+        ids = {runas.identity(self.spec, c) for c in self.spec["containers"]}
+        if len(ids) != 1:
+            raise ValueError(f"{self.name}: containers run as different users {ids}")
+        (who,) = ids
+        if who is None:
+            return None
+        if any((c.get("command") or [""])[0] == "pyextender" for c in self.spec["containers"]):
+            why = runas.python_reachable(who)
+            if why:
+                self.as_root_because = why
+                print(f"localpods: {self.name} runs as root, not uid {who[0]}: {why}")
+                return None
+        return who
+
+    def _make_folder(self) -> None:
+        """A pod run as its user gets a folder that user can reach (the cluster's may be
+        private, as pytest's are), root's and read-only to it, linked from the cluster's."""
+        if self.run_as is not None and not self.link.is_dir():
+            if self.link.is_symlink():
+                self.link.unlink()  # left by an earlier start of this pod
+            digest = hashlib.sha256(str(self.link).encode()).hexdigest()[:12]
+            real = runas.shared_folder(f"pxl-pod-{digest}")
+            self.short_dirs.append(real)
+            atexit.register(shutil.rmtree, real, True)
+            self.link.parent.mkdir(parents=True, exist_ok=True)
+            self.link.symlink_to(real, target_is_directory=True)
+        self.folder.mkdir(parents=True, exist_ok=True)
 
     def _volumes(self) -> dict[str, Path]:
         """Materialise volumes; volume name -> local folder."""
@@ -206,21 +259,37 @@ class LocalPod:
             for key, data in files.items():
                 # the pod's loopback is its own address
                 (where / key).write_bytes(data.replace(b"127.0.0.1", self.ip.encode()))
+                (where / key).chmod(0o644)  # kubelet's defaultMode; root's, read-only to the pod
+            if "emptyDir" in v and self.run_as is not None:
+                runas.own(where, self.run_as, 0o755)
         return out
 
-    def _env(self, container: Mapping[str, Any], kubeconfig: Path) -> dict[str, str]:
+    def _env(
+        self, container: Mapping[str, Any], kubeconfig: Path, mounts: dict[str, Path]
+    ) -> dict[str, str]:
         fields = {
             "status.podIP": self.ip,
             "metadata.name": self.name,
             "metadata.namespace": self.namespace,
         }
+        tmp = self.folder / "tmp"
+        tmp.mkdir(exist_ok=True)
+        if self.run_as is not None:
+            runas.own(tmp, self.run_as, 0o700)
+        for m in container.get("volumeMounts") or []:
+            if m["mountPath"].rstrip("/") == "/tmp":
+                tmp = mounts[m["name"]]  # what the process writes to /tmp lands there
         env: dict[str, str] = {
             # in-cluster config, as our processes discover it outside a cluster
             "KUBECONFIG": str(kubeconfig),
+            # run as its user: root's folder, so as unwritable as the image user's no home
             "HOME": str(self.folder),
-            "TMPDIR": str(self.folder / "tmp"),
+            "TMPDIR": str(tmp),
         }
-        (self.folder / "tmp").mkdir(exist_ok=True)
+        if self.run_as is not None and (container.get("command") or [""])[0] == "pyextender":
+            # the image's ENV (Dockerfile): a kernel cache its user cannot write
+            env["NUMBA_CACHE_DIR"] = str(runas.image_numba_cache())
+            env.update(runas.python_for(self.run_as)[1])
         for e in container.get("env") or []:
             if "value" in e:
                 env[e["name"]] = expand(str(e["value"]), env)
@@ -247,13 +316,19 @@ class LocalPod:
     ) -> list[str]:
         prog = argv[0]
         if prog == "pyextender":
-            return [sys.executable, "-m", "pyextender.cli", *argv[1:]]
+            python = sys.executable
+            if self.run_as is not None:
+                python = runas.python_for(self.run_as)[0]
+            return [python, "-m", "pyextender.cli", *argv[1:]]
         if prog in SCHEDULERS:
             image = str(container.get("image", ""))
             if not image.endswith(":" + build.KUBE_VERSION):
                 raise ValueError(f"{prog} image {image} is not {build.KUBE_VERSION}")
             args = self._scheduler_args(argv[1:], kc, container, mounts)
-            return [str(build.binary_path(prog)), *args]
+            binary = build.binary_path(prog)
+            if self.run_as is not None:
+                binary = runas.reachable_binary(binary, self.run_as)
+            return [str(binary), *args]
         raise ValueError(f"{self.name}: no local program for command {prog!r}")
 
     def _scheduler_args(

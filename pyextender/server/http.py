@@ -40,6 +40,7 @@ from pyextender.api.extender import (
     ExtenderPreemptionArgs,
 )
 from pyextender.server.extender_wire import ExtenderArgsWire
+from pyextender.server.limits import DEFAULT_MAX_BODY_BYTES
 from pyextender.server.verbs import BadRequest, Extender
 
 log = logging.getLogger(__name__)
@@ -72,9 +73,6 @@ class ExtenderTLS:
             args["ssl_cert_reqs"] = ssl.CERT_REQUIRED
         return args
 
-
-DEFAULT_MAX_BODY_BYTES = 16 * 2**20
-"""Largest request body accepted (bytes); a preempt call with full victim pods is the biggest."""
 
 _VERBS = ("filter", "prioritize", "preempt", "bind")
 

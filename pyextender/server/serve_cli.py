@@ -10,7 +10,7 @@ from typing import Any
 from pyextender.api.names import SCHEDULER_NAME
 from pyextender.api.process import add_log_level, run_server, setup_logging
 from pyextender.api.resources import GPU, KNOWN_GPU_RESOURCES, configure_gpu_resources
-from pyextender.server.http import DEFAULT_MAX_BODY_BYTES
+from pyextender.server.limits import DEFAULT_MAX_BODY_BYTES
 
 
 def register(sub: Any) -> None:
@@ -155,6 +155,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # first: importing the kernels decides where their cache is, and says so in the log
+    setup_logging(args.log_level)
     from pyextender.framework.config import ConfigError
     from pyextender.plugins.defaults import load
     from pyextender.server.app import ServeOptions, serve
@@ -162,7 +164,6 @@ def run(args: argparse.Namespace) -> int:
     from pyextender.server.grpc_server import GrpcOptions
     from pyextender.server.http import ExtenderTLS
 
-    setup_logging(args.log_level)
     if not 0 < args.retry_period < args.renew_deadline < args.lease_duration:
         print(
             "pyextender serve: need 0 < --retry-period < --renew-deadline < --lease-duration",

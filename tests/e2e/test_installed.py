@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
+from devcluster import runas
 from devcluster.installed import NAMESPACE, InstalledCluster, Release
 from devcluster.nodes import NodeShape
 from pyextender.api.names import ENABLED_LABEL, GANG_GATE, GROUP_NAME_ANNOTATION
@@ -186,6 +187,40 @@ def test_components_run_under_their_own_service_accounts(installed: Release) -> 
     sched = installed.pod("scheduler")
     argv = _argv(installed, sched.roles[0])
     assert argv[0].endswith("/kube-scheduler"), argv
+
+
+def test_components_run_as_the_charts_non_root_user(installed: Release) -> None:
+    """Every container runs as the chart's podSecurityContext says (65532:65532, no
+    other group), as kubelet would start it, so nothing of ours may write outside its
+    volumes; the sidecar loads its kernels from a copy, in its /tmp emptyDir, of the
+    image's kernel cache, which it cannot write (pyextender/kernels/jit.py)."""
+    if not runas.can_switch():
+        pytest.skip("this test process is not root: local pods run as its own user")
+    st = installed.cluster.state
+    assert st is not None
+    checked = 0
+    for pods in installed.pods.values():
+        for p in pods:
+            assert not p.as_root_because, (p.name, p.as_root_because)
+            for role in p.roles:
+                fields = dict(
+                    line.split(":", 1)
+                    for line in Path(f"/proc/{st.pids[role]}/status").read_text().splitlines()
+                )
+                assert fields["Uid"].split() == ["65532"] * 4, (role, fields["Uid"])
+                assert fields["Gid"].split() == ["65532"] * 4, (role, fields["Gid"])
+                assert fields["Groups"].split() == [], (role, fields["Groups"])
+                checked += 1
+    assert checked >= 3  # webhook, controllers, sidecar (and the Pod's kube-scheduler)
+    sched = installed.pod("scheduler")
+    copy = sched.folder / "volumes" / "tmp" / "pyextender-numba-cache"
+    loaded = [f for f in copy.rglob("*.nbi")]
+    assert loaded, f"no kernel index in the sidecar's copy {copy}"
+    sidecar_log = (Path(st.logs) / f"{sched.name}.sidecar.log").read_text()
+    assert "is read-only: using a copy in" in sidecar_log
+    assert "compiles without a cache" not in sidecar_log
+    image_cache = runas.image_numba_cache()
+    assert {f.stat().st_uid for f in image_cache.rglob("*")} == {0}  # never written by the pod
 
 
 def _argv(release: Release, role: str) -> list[str]:

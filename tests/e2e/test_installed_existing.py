@@ -22,6 +22,9 @@ from devcluster.installed import InstalledCluster, Release
 from devcluster.nodes import NodeShape
 from pyextender.api.names import BATCH_RESOURCE, ENABLED_LABEL, GANG_GATE, GROUP_NAME_ANNOTATION
 from tests.e2e.kube import bound, bound_of, metrics, pod, podgroup, wait_for
+from tests.e2e.test_installed import test_components_run_as_the_charts_non_root_user
+
+__all__ = ["test_components_run_as_the_charts_non_root_user"]
 
 pytestmark = pytest.mark.e2e
 

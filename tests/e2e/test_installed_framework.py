@@ -44,6 +44,7 @@ from tests.e2e.test_installed import (  # the same checks as the extender instal
     _adopted_namespace,
     _argv,
     _member,
+    test_components_run_as_the_charts_non_root_user,
     test_no_component_was_refused_by_rbac,
     test_volcano_job_from_submit_to_completion,
 )
@@ -51,6 +52,7 @@ from tests.e2e.test_installed import (  # the same checks as the extender instal
 pytestmark = pytest.mark.e2e
 
 __all__ = [
+    "test_components_run_as_the_charts_non_root_user",
     "test_gang_all_or_nothing",
     "test_no_component_was_refused_by_rbac",
     "test_two_gangs_that_fit_alone_but_not_together",
