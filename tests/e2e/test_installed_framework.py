@@ -39,11 +39,14 @@ from tests.e2e.test_gangs import (  # the core scenarios, framework mode, instal
     test_gang_all_or_nothing,
     test_two_gangs_that_fit_alone_but_not_together,
 )
-from tests.e2e.test_installed import (  # the same checks as the extender install
-    _admin,
+from tests.e2e.test_installed import (  # the same checks and fixtures as the extender install
     _adopted_namespace,
     _argv,
     _member,
+    api,
+    core,
+    namespace,
+    sidecar,
     test_components_run_as_the_charts_non_root_user,
     test_no_component_was_refused_by_rbac,
     test_volcano_job_from_submit_to_completion,
@@ -52,6 +55,10 @@ from tests.e2e.test_installed import (  # the same checks as the extender instal
 pytestmark = pytest.mark.e2e
 
 __all__ = [
+    "api",
+    "core",
+    "namespace",
+    "sidecar",
     "test_components_run_as_the_charts_non_root_user",
     "test_gang_all_or_nothing",
     "test_no_component_was_refused_by_rbac",
@@ -83,34 +90,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
         c.down(quiet=True)
 
 
-# -- fixtures the imported scenarios use ---------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def api(installed: Release) -> client.ApiClient:
-    return _admin(installed)
-
-
-@pytest.fixture(scope="module")
-def core(api: client.ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(api)
-
-
-@pytest.fixture
-def sidecar(installed: Release) -> str:
-    """The (single) scheduler pod's sidecar: its debug and extender port, pod address."""
-    return f"http://{installed.pod('scheduler').ip}:8888"
-
-
-@pytest.fixture
-def namespace(core: client.CoreV1Api, api: client.ApiClient) -> Iterator[str]:
-    name = f"f{os.getpid()}-{time.monotonic_ns() % 10**9}"
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    client.CustomObjectsApi(api).delete_collection_namespaced_custom_object(
-        "scheduling.volcano.sh", "v1beta1", name, "podgroups"
-    )
-    core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+# -- fixtures the imported scenarios use (test_installed's, on this module's install) ------
 
 
 @pytest.fixture
