@@ -1,0 +1,105 @@
+"""The chart's framework mode with its default two scheduler Pods, split leadership.
+
+Each scheduler Pod holds a kube-scheduler built with our plugin and a sidecar; the
+two kube-schedulers elect a leader by their Lease, the two sidecars by theirs, and
+nothing ties the two elections to one Pod. So in production the kube-scheduler
+that schedules often talks to a sidecar that does not lead: that sidecar answers
+Filter, Score, Reserve and Permit from its own cache, while the other Pod's sidecar
+admits gangs and writes their release. This module forces that split (it stops the
+kube-scheduler in the Pod whose sidecar leads) and checks that gangs still go
+through whole, with each side doing its part.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from devcluster.installed import InstalledCluster, Release
+from devcluster.localpods import LocalPod
+from devcluster.nodes import NodeShape
+from pyextender.api.names import BARRIER_ANNOTATION, GPU_INDEX_ANNOTATION
+from tests.e2e.kube import bound_of, metrics, podgroup, wait_for
+from tests.e2e.test_installed import _adopted_namespace, _member, api, core
+
+pytestmark = pytest.mark.e2e
+
+__all__ = ["api", "core"]
+
+VALUES: dict[str, Any] = {
+    "logLevel": "info",
+    "scheduler": {"replicas": 2, "framework": {"enabled": True}},
+    "controllers": {"replicas": 1},
+    "webhook": {"replicas": 1},
+}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
+    root: Path = tmp_path_factory.mktemp("framework-ha")
+    c = InstalledCluster(f"fwha-{os.getpid()}", root=root, mode="scheduler")
+    c.up(nodes=2, shape=NodeShape(cpu="32", memory="256Gi", gpus=8))
+    release = Release(c, VALUES)
+    try:
+        release.install()
+        release.run_components()
+        yield release
+    finally:
+        c.down(quiet=True)
+
+
+def _metrics(pod: LocalPod) -> dict[str, float]:
+    return metrics(f"http://{pod.ip}:8080")
+
+
+def _sum(seen: dict[str, float], prefix: str, *labels: str) -> float:
+    return sum(v for k, v in seen.items() if k.startswith(prefix) and all(x in k for x in labels))
+
+
+def test_gangs_bind_whole_when_the_scheduling_pods_sidecar_does_not_lead(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    pods = installed.pods[installed.deployment("scheduler")["metadata"]["name"]]
+    assert len(pods) == 2
+    leaders = wait_for(
+        "one sidecar leading",
+        lambda: [p for p in pods if _metrics(p).get("pyextender_leader") == 1.0] or None,
+        timeout=60,
+    )
+    (leading,) = leaders
+    (other,) = [p for p in pods if p is not leading]
+    # the only kube-scheduler left is in the Pod whose sidecar does not lead
+    installed.cluster.stop_role(f"{leading.name}.kube-scheduler")
+    before = {p.name: _metrics(p) for p in pods}
+
+    ns = _adopted_namespace(core, "split")
+    podgroup(api, ns, "trio", 3, "default", None)
+    for i in range(3):
+        core.create_namespaced_pod(ns, _member(ns, "trio", i, gpus=2))
+    names = ["trio-0", "trio-1", "trio-2"]
+    # a kube-scheduler stopped while leading gives its Lease up; otherwise it expires
+    wait_for("the gang bound", lambda: bound_of(core, ns, names) == 3, timeout=90)
+    for name in names:
+        got = core.read_namespaced_pod(name, ns)
+        assert got.metadata.annotations.get(BARRIER_ANNOTATION), name  # held, then released
+        assert len(got.metadata.annotations.get(GPU_INDEX_ANNOTATION, "").split(",")) == 2
+
+    after = {p.name: _metrics(p) for p in pods}
+    assert after[leading.name].get("pyextender_leader") == 1.0
+    assert after[other.name].get("pyextender_leader") == 0.0
+
+    def grew(pod: LocalPod, prefix: str, *labels: str) -> float:
+        return _sum(after[pod.name], prefix, *labels) - _sum(before[pod.name], prefix, *labels)
+
+    # the leader admitted the gang and released it by one PodGroup write ...
+    assert grew(leading, "pyextender_api_writes_total{", 'op="admit"', 'result="ok"') >= 1
+    assert grew(leading, "pyextender_api_writes_total{", 'op="release"', 'result="ok"') >= 1
+    # ... which the other sidecar never wrote: it served the plugin's calls instead
+    assert grew(other, "pyextender_api_writes_total{", 'result="ok"') == 0
+    assert grew(other, "pyextender_verb_requests_total{", 'verb="grpc_reserve"') >= 3
+    assert grew(leading, "pyextender_verb_requests_total{", 'verb="grpc_reserve"') == 0
