@@ -13,6 +13,7 @@ through whole, with each side doing its part.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,10 @@ from devcluster.installed import InstalledCluster, Release
 from devcluster.localpods import LocalPod
 from devcluster.nodes import NodeShape
 from pyextender.api.names import BARRIER_ANNOTATION, GPU_INDEX_ANNOTATION
-from tests.e2e.kube import bound_of, metrics, podgroup, wait_for
-from tests.e2e.test_installed import _adopted_namespace, _member, api, core
+from tests.e2e.conftest import create
+from tests.e2e.kube import bound_of, metrics, pod, podgroup, wait_for
+from tests.e2e.test_installed import _adopted_namespace, _argv, _member, api, core
+from tests.e2e.waits import Sampler
 
 pytestmark = pytest.mark.e2e
 
@@ -103,3 +106,35 @@ def test_gangs_bind_whole_when_the_scheduling_pods_sidecar_does_not_lead(
     assert grew(other, "pyextender_api_writes_total{", 'result="ok"') == 0
     assert grew(other, "pyextender_verb_requests_total{", 'verb="grpc_reserve"') >= 3
     assert grew(leading, "pyextender_verb_requests_total{", 'verb="grpc_reserve"') == 0
+    core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)  # the next test's GPUs
+    wait_for("the gang gone", lambda: not core.list_namespaced_pod(ns).items)
+
+
+def test_helm_upgrade_to_the_extender_keeps_a_waiting_gang_whole(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """Switching a live install from framework mode back to the stock kube-scheduler:
+    a gang held at the barrier (it does not fit) stays held through the rolling update,
+    and binds whole once it fits, now through the extender."""
+    ns = _adopted_namespace(core, "switch")
+    create(core, pod("blocker", ns, gpus=8, scheduler="default-scheduler"))
+    wait_for("the blocker bound", lambda: bound_of(core, ns, ["blocker"]) == 1)
+    podgroup(api, ns, "wide", 3, "default", None)
+    for i in range(3):  # 12 GPUs: not while the blocker holds 8 of the 16
+        core.create_namespaced_pod(ns, _member(ns, "wide", i, gpus=4))
+    names = ["wide-0", "wide-1", "wide-2"]
+    held = core.read_namespaced_pod("wide-0", ns)
+    assert held.metadata.annotations.get(BARRIER_ANNOTATION) and not held.spec.scheduling_gates
+
+    installed.upgrade({**VALUES, "scheduler": {"replicas": 2}})
+    sched = installed.pods[installed.deployment("scheduler")["metadata"]["name"]]
+    for p in sched:
+        argv = _argv(installed, f"{p.name}.kube-scheduler")
+        assert argv[0].endswith("/kube-scheduler"), argv  # the stock one now
+    sampler = Sampler(lambda: bound_of(core, ns, names))
+    time.sleep(3.0)  # both kube-schedulers and sidecars up: still none may bind
+    assert bound_of(core, ns, names) == 0
+    core.delete_namespaced_pod("blocker", ns, grace_period_seconds=0)
+    wait_for("the gang bound", lambda: bound_of(core, ns, names) == 3, timeout=90)
+    seen = sampler.close()
+    assert sampler.partial_runs(3) == 0, seen
