@@ -13,6 +13,7 @@ from pathlib import Path
 
 import uvicorn
 
+from pyextender.api.asgi_server import Server
 from pyextender.api.client import api_client
 from pyextender.api.leader import KubeLeases, LeaderElector, LeaseConfig
 from webhook.app import DEFAULT_MAX_BODY_BYTES, WebhookApp
@@ -106,7 +107,7 @@ async def serve(opts: WebhookOptions) -> int:
     else:
         reload = _file_reload(config.ssl, opts.tls_cert, opts.tls_key)
     tasks.append(asyncio.create_task(source.run(reload)))
-    server = uvicorn.Server(config)
+    server = Server(config)
     tasks.append(asyncio.create_task(_wait_for_api(queues, state)))
     log.info("serving admission webhook on https://%s:%d", opts.address, opts.port)
     try:

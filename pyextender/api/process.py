@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import ctypes
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 from collections.abc import Coroutine
@@ -65,15 +67,46 @@ def name_os_thread() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
 
 
+async def _stopped_by_signals(main: Coroutine[Any, Any, int]) -> int:
+    """``main``, stopped cleanly by SIGTERM or SIGINT: kubelet stops a container with
+    SIGTERM (a rolling update, a drained node). The first signal asks the process's
+    HTTP servers to shut down (``asgi_server``), so ``main`` returns through its
+    clean-up (the sidecar's leader releases its Lease and a standby takes over at
+    once); without a server, or at a second signal, ``main`` is cancelled. A process
+    that installs its own handlers (the controllers) replaces these."""
+    from pyextender.api.asgi_server import stop_servers
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(main)
+    signalled: list[int] = []
+
+    def stop(sig: int) -> None:
+        if signalled or not stop_servers():
+            task.cancel()
+        signalled.append(sig)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop, sig)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if task.cancelled() and signalled:
+            return 0
+        raise
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
 def run_server(prog: str, main: Coroutine[Any, Any, int]) -> int:
     """Run ``main`` on uvloop. A missing Kubernetes configuration is a clear
-    message and exit code 2; Ctrl-C a clean exit 0."""
+    message and exit code 2; Ctrl-C and SIGTERM a clean exit 0."""
     from pyextender.api.client import ClientConfigError
 
     try:
         import uvloop
 
-        return uvloop.run(main)
+        return uvloop.run(_stopped_by_signals(main))
     except ClientConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2

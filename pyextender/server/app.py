@@ -17,6 +17,7 @@ from typing import Any
 import uvicorn
 from kubernetes import client
 
+from pyextender.api.asgi_server import Server
 from pyextender.api.client import api_client, body_of
 from pyextender.api.informer import Informer
 from pyextender.api.leader import KubeLeases, LeaderElector, LeaseConfig
@@ -384,9 +385,13 @@ async def serve(opts: ServeOptions) -> int:
         lifespan="on",
         http="httptools",
         timeout_keep_alive=60,
+        # a bind held at the gang barrier waits up to --gang-timeout: on shutdown it is
+        # cut after this (kube-scheduler retries the pod) rather than outliving the
+        # termination grace period
+        timeout_graceful_shutdown=5,
         **opts.tls.uvicorn_args(),
     )
-    server = uvicorn.Server(config)
+    server = Server(config)
     log.info(
         "serving extender on %s://%s:%d for schedulerName %s%s",
         "https" if opts.tls.enabled else "http",

@@ -15,6 +15,7 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 
 from pyextender.api.asgi import PROBES, HttpError, Receive, Scope, Send, lifespan, probe, respond
+from pyextender.api.asgi_server import Server
 
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
@@ -76,7 +77,5 @@ def start_probes(
         lifespan="on",
         http="httptools",
     )
-    server = uvicorn.Server(config)
-    # a signal reaches whichever server captured it last; it re-raises the signal to
-    # the handler it replaced, and the caller stops this one when the main one stops
+    server = Server(config)  # stopped by the process's signal handler, or by the caller
     return server, asyncio.create_task(server.serve())
