@@ -153,12 +153,12 @@ def test_gang_all_or_nothing(env: Env) -> None:
     assert events >= 8 and not nominated, (events, nominated)
     if env.mode == "framework":
         # the shim sent every Filter and Reserve on its Cycle stream, no unary call
-        seen = metrics(sidecar)
+        counters = metrics(sidecar)
         for call in ("filter", "reserve"):
-            streamed = seen.get(f'pyextender_grpc_cycle_messages_total{{call="{call}"}}', 0.0)
+            streamed = counters.get(f'pyextender_grpc_cycle_messages_total{{call="{call}"}}', 0.0)
             answered = sum(
                 v
-                for k, v in seen.items()
+                for k, v in counters.items()
                 if k.startswith("pyextender_verb_requests_total{") and f'verb="grpc_{call}"' in k
             )
             assert streamed >= 8 and streamed == answered, (call, streamed, answered)
