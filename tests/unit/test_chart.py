@@ -133,6 +133,8 @@ def test_kube_scheduler_is_stock_pinned_with_its_own_lease() -> None:
     assert dep["spec"]["replicas"] == 2
     cm = next(d for d in of_kind(docs, "ConfigMap"))
     conf = yaml.safe_load(cm["data"]["kube-scheduler.yaml"])
+    # not kube-scheduler's default 50 / 100, which caps it near 50 pods/s
+    assert conf["clientConnection"] == {"qps": 500, "burst": 1000}
     assert conf["leaderElection"]["leaderElect"] is True
     assert conf["leaderElection"]["resourceName"] not in ("", "kube-scheduler")
     assert [p["schedulerName"] for p in conf["profiles"]] == ["volcano"]
