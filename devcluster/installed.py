@@ -22,11 +22,12 @@ What devcluster adds to play the parts of a real cluster's nodes and network:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ import yaml
 from devcluster import build
 from devcluster.cluster import Cluster, ClusterState, free_port
 from devcluster.localpods import LocalPod, admin_api, ip_is_free, pod_network, run_to_completion
+from devcluster.nodes import NodeShape
 from devcluster.portforward import Forwarder, host_address
 
 REPO = Path(__file__).resolve().parent.parent
@@ -378,3 +380,21 @@ class Release:
             }
         }
         client.BatchV1Api(api).patch_namespaced_job_status(name, NAMESPACE, status)
+
+
+@contextlib.contextmanager
+def installed_release(
+    root: Path, name: str, values: Mapping[str, Any], mode: str = "scheduler"
+) -> Iterator[Release]:
+    """A two-node devcluster (8 GPUs each) with the chart installed with ``values``
+    and its Deployments' pods running and ready; torn down on exit. The test modules'
+    installs (each module's own values and mode)."""
+    cluster = InstalledCluster(name, root=root, mode=mode)
+    cluster.up(nodes=2, shape=NodeShape(cpu="32", memory="256Gi", gpus=8))
+    try:
+        release = Release(cluster, values)
+        release.install()
+        release.run_components()
+        yield release
+    finally:
+        cluster.down(quiet=True)

@@ -12,14 +12,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client, config
 
-from devcluster.installed import InstalledCluster, Release
-from devcluster.nodes import NodeShape
+from devcluster.installed import Release, installed_release
 from pyextender.api.names import BATCH_RESOURCE, ENABLED_LABEL, GANG_GATE, GROUP_NAME_ANNOTATION
 from tests.e2e.kube import bound, bound_of, metrics, pod, podgroup, wait_for
 from tests.e2e.test_installed import test_components_run_as_the_charts_non_root_user
@@ -38,17 +36,10 @@ VALUES: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
-    root: Path = tmp_path_factory.mktemp("existing")
-    c = InstalledCluster(f"exist-{os.getpid()}", root=root, mode="existing")
-    c.up(nodes=2, shape=NodeShape(cpu="32", memory="256Gi", gpus=8))
-    release = Release(c, VALUES)
-    try:
-        release.install()
-        release.run_components()
-        c.start_cluster_scheduler(f"http://{release.pod('scheduler').ip}:8888")
+    root = tmp_path_factory.mktemp("existing")
+    with installed_release(root, f"exist-{os.getpid()}", VALUES, mode="existing") as release:
+        release.cluster.start_cluster_scheduler(f"http://{release.pod('scheduler').ip}:8888")
         yield release
-    finally:
-        c.down(quiet=True)
 
 
 @pytest.fixture(scope="module")

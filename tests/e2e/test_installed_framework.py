@@ -26,8 +26,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from devcluster.installed import InstalledCluster, Release
-from devcluster.nodes import NodeShape
+from devcluster.installed import Release, installed_release
 from pyextender.api.names import (
     BARRIER_ANNOTATION,
     GPU_INDEX_ANNOTATION,
@@ -76,18 +75,9 @@ VALUES: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
-    root: Path = tmp_path_factory.mktemp("framework")
-    c = InstalledCluster(f"fw-{os.getpid()}", root=root, mode="scheduler")
-    c.up(nodes=2, shape=NodeShape(cpu="32", memory="256Gi", gpus=8))
-    release = Release(c, VALUES)
-    try:
-        start = time.monotonic()
-        release.install()
-        release.run_components()
-        print(f"\nframework install: components ready in {time.monotonic() - start:.1f}s")
+    root = tmp_path_factory.mktemp("framework")
+    with installed_release(root, f"fw-{os.getpid()}", VALUES) as release:
         yield release
-    finally:
-        c.down(quiet=True)
 
 
 # -- fixtures the imported scenarios use (test_installed's, on this module's install) ------
