@@ -258,19 +258,24 @@ def hand_over(
 ) -> int:
     """Give every unbound pod that names ``ours`` to ``scheduler``; returns how many."""
     done = 0
-    for pod in pods:
-        action = handover_plan(pod, ours)
-        if not action:
+    for listed in pods:
+        pod: Mapping[str, Any] | None = listed
+        action = ""
+        for _ in range(5):
+            assert pod is not None
+            action = handover_plan(pod, ours)
+            if not action or _delete_as_seen(core, pod):
+                break
+            pod = _read(core, pod)  # changed since (a status write, a bind): look again
+            if pod is None:
+                action = ""  # gone
+                break
+        else:
+            action = ""
+        if not action or pod is None:
             continue
         md = pod.get("metadata") or {}
-        ns, name, uid = md.get("namespace", ""), md.get("name", ""), md.get("uid")
-        body = {"preconditions": {"uid": uid}, "gracePeriodSeconds": 0}
-        try:
-            core.delete_namespaced_pod(name, ns, body=body)
-        except ApiException as exc:
-            if exc.status in (404, 409):
-                continue
-            raise
+        ns, name = md.get("namespace", ""), md.get("name", "")
         if action == "recreate":
             for _ in range(50):  # the name is free once the old pod is gone
                 try:
@@ -285,3 +290,35 @@ def hand_over(
         log.info("handed %s/%s to %s (%s)", ns, name, scheduler, action)
         done += 1
     return done
+
+
+def _delete_as_seen(core: client.CoreV1Api, pod: Mapping[str, Any]) -> bool:
+    """Delete ``pod`` only as it was seen (uid and resourceVersion): never a pod that a
+    scheduler bound since, nor a recreated one of the same name. False on 404 or 409."""
+    md = pod.get("metadata") or {}
+    pre = {"uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")}
+    try:
+        core.delete_namespaced_pod(
+            md.get("name", ""),
+            md.get("namespace", ""),
+            body={"preconditions": pre, "gracePeriodSeconds": 0},
+        )
+    except ApiException as exc:
+        if exc.status in (404, 409):
+            return False  # gone (its owner's doing) or changed: the caller looks again
+        raise
+    return True
+
+
+def _read(core: client.CoreV1Api, pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    md = pod.get("metadata") or {}
+    try:
+        fresh = core.read_namespaced_pod(md.get("name", ""), md.get("namespace", ""))
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    out: Mapping[str, Any] = core.api_client.sanitize_for_serialization(fresh)
+    if (out.get("metadata") or {}).get("uid") != md.get("uid"):
+        return None  # another pod of that name now: not the one we listed
+    return out

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    from controllers.release import gated, hand_over, release_pods
+    from controllers.release import gated, hand_over, handover_plan, release_pods
     from pyextender.api.client import ClientConfigError, api_client
 
     setup_logging(args.log_level)
@@ -93,9 +93,14 @@ def run(args: argparse.Namespace) -> int:
                 else core.list_namespaced_pod(ns, **kw)
             )
             pods = [api.sanitize_for_serialization(p) for p in page.items]
-            total += release_pods(core, [p for p in pods if gated(p)])
+            # a pod handed over is recreated (or deleted) without our gate: releasing it
+            # first would let our scheduler, still running, bind it in between, and the
+            # hand-over then delete a pod that had just started
+            handing = [p for p in pods if handover and handover_plan(p, handover[0])]
+            ids = {id(p) for p in handing}
+            total += release_pods(core, [p for p in pods if gated(p) and id(p) not in ids])
             if handover:
-                handed += hand_over(core, pods, *handover)
+                handed += hand_over(core, handing, *handover)
             cont = page.metadata._continue
             if not cont:
                 break
