@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +42,9 @@ class TaskClasses:
     num: I64
     model_mask: I64
     weight: I64
+    _whole: list[tuple[I64, I64]] = field(default_factory=list, compare=False, repr=False)
+    """whole_gpu_sizes' answer, once computed: a model is rebuilt, never changed, and
+    gpu-topology asks for it two or three times per pod (filter, score, GPU choice)."""
 
     @property
     def size(self) -> int:
@@ -71,7 +74,13 @@ class TaskClasses:
         )
 
     def whole_gpu_sizes(self) -> tuple[I64, I64]:
-        """(sizes, weights) of whole-GPU classes, merged by GPU count; for topology loss."""
+        """(sizes, weights) of whole-GPU classes, merged by GPU count; for topology loss.
+        The arrays are shared between callers: read them, never write them."""
+        if not self._whole:
+            self._whole.append(self._merge_whole_gpu_sizes())
+        return self._whole[0]
+
+    def _merge_whole_gpu_sizes(self) -> tuple[I64, I64]:
         merged: Counter[int] = Counter()
         for milli, num, weight in zip(
             self.milli.tolist(), self.num.tolist(), self.weight.tolist(), strict=True
