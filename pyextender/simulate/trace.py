@@ -5,7 +5,9 @@ CPU (milli-cores), memory (MiB), GPU count and model; pods by CPU, memory,
 GPU count, milli-GPU per GPU and accepted models. Every pod list of the
 family loads: only ``POD_COLUMNS`` are required; ``gpu_spec`` (empty = any
 model) and the columns the protocol ignores (``qos``, ``pod_phase``, times)
-are optional, as in the reference simulator (REPLAY.md §8).
+are optional, as in the reference simulator (REPLAY.md §8). So is
+``memory_mib``: the family's ``nomem`` lists drop it, and memory is only ever a
+hard constraint (REPLAY.md §3), so a pod without it asks for none.
 """
 
 from __future__ import annotations
@@ -78,8 +80,9 @@ def _int(row: dict[str, str], key: str, path: Path, line: int) -> int:
 
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
-POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
-"""Required pod columns; ``gpu_spec`` is read when present."""
+POD_COLUMNS = ("name", "cpu_milli", "num_gpu", "gpu_milli")
+"""Required pod columns; ``memory_mib`` (absent: 0, no memory asked) and ``gpu_spec``
+are read when present."""
 
 
 def load_nodes(path: Path) -> list[NodeRow]:

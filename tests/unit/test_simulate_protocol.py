@@ -100,7 +100,7 @@ def test_every_pod_list_of_the_family_loads() -> None:
         assert load_pods(TRACES / f"openb_pod_list_{name}.csv")
 
 
-def test_loader_requires_only_the_five_columns(tmp_path: Path) -> None:
+def test_loader_requires_only_the_four_columns(tmp_path: Path) -> None:
     ok = tmp_path / "ok.csv"
     ok.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,4000,100,1,500\n")
     assert load_pods(ok) == [PodRow("p1", 4000, 100, 1, 500, ())]
@@ -108,6 +108,23 @@ def test_loader_requires_only_the_five_columns(tmp_path: Path) -> None:
     bad.write_text("name,cpu_milli,memory_mib,gpu_milli\np1,4000,100,500\n")
     with pytest.raises(TraceError, match=r"missing column.*num_gpu"):
         load_pods(bad)
+
+
+def test_a_pod_list_without_memory_asks_for_none(tmp_path: Path) -> None:
+    """The family's nomem lists (openb_pod_list_nomem.csv upstream) have no memory_mib
+    column: memory is only a hard constraint, so those pods ask for none, and a node
+    short of memory still takes them."""
+    from pyextender.simulate.policies import POLICIES
+    from pyextender.simulate.replay import replay
+
+    nomem = tmp_path / "nomem.csv"
+    nomem.write_text(
+        "name,cpu_milli,num_gpu,gpu_milli,gpu_spec,qos\np1,4000,1,500,,LS\np2,2000,0,0,,BE\n"
+    )
+    pods = load_pods(nomem)
+    assert pods == [PodRow("p1", 4000, 0, 1, 500, ()), PodRow("p2", 2000, 0, 0, 0, ())]
+    nodes = [NodeRow("n0", 32_000, 0, 1, "T4")]  # no memory at all
+    assert replay(nodes, pods, pods, POLICIES["fgd"], 42, time.perf_counter).placed == 2
 
 
 def test_tiny_replay_places_what_fits() -> None:
