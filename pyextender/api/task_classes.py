@@ -42,9 +42,12 @@ class TaskClasses:
     num: I64
     model_mask: I64
     weight: I64
-    _whole: list[tuple[I64, I64]] = field(default_factory=list, compare=False, repr=False)
+    _whole: list[tuple[I64, I64]] = field(
+        default_factory=list, init=False, compare=False, repr=False
+    )
     """whole_gpu_sizes' answer, once computed: a model is rebuilt, never changed, and
-    gpu-topology asks for it two or three times per pod (filter, score, GPU choice)."""
+    gpu-topology asks for it two or three times per pod (filter, score, GPU choice).
+    Not an init field, so ``dataclasses.replace`` starts a copy with its own."""
 
     @property
     def size(self) -> int:

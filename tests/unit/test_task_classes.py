@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+
+import numpy as np
 
 from pyextender.api.task_classes import TaskClass, select_classes
 
@@ -34,6 +37,10 @@ def test_whole_gpu_sizes_are_computed_once_per_model() -> None:
     assert again[0].tolist() == [2]
     rebuilt = select_classes(Counter({TaskClass(4000, 1000, 2): 1, TaskClass(4000, 1000, 8): 1}))
     assert rebuilt.whole_gpu_sizes()[0].tolist() == [2, 8]
+    # a copy with other classes answers for its own, not from the original's answer
+    copy = dataclasses.replace(first, num=np.asarray([4], dtype=np.int64))
+    assert copy.whole_gpu_sizes()[0].tolist() == [4]
+    assert first.whole_gpu_sizes()[0].tolist() == [2]
 
 
 def test_an_empty_model_assumes_the_usual_power_of_two_sizes() -> None:
