@@ -149,8 +149,25 @@ def mutating_configuration(cc: ClientConfig) -> dict[str, Any]:
     }
 
 
+SPEC_CHANGED = "created-deleted-or-spec-changed"
+SPEC_CHANGED_CEL = (
+    "request.operation != 'UPDATE' || request.resource.resource == 'queues' || "
+    "!has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"
+)
+"""Which requests the validating webhook is sent. Its rules for PodGroups, Jobs,
+CronJobs and HyperNodes read only ``spec`` and the name, which an UPDATE cannot
+change, so an UPDATE that leaves ``spec`` as it was has nothing to check: a
+finalizer, a label, the sidecar's released-pods annotation (one per gang in
+framework mode), or a PodGroup's status where the CRD has no status subresource
+(Volcano's). Not sending those saves a call each and, with failurePolicy Fail,
+keeps them working while the webhook is down: the sidecar must be able to release
+a gang then. Queue rules read annotations (the hierarchy) and status (the root
+queue stays open), and a Command has no spec: those are always sent."""
+
+
 def validating_configuration(cc: ClientConfig) -> dict[str, Any]:
-    """ValidatingWebhookConfiguration: every Volcano kind we serve, on CREATE/UPDATE.
+    """ValidatingWebhookConfiguration: every Volcano kind we serve, on CREATE/UPDATE
+    (an UPDATE only when it may break a rule: SPEC_CHANGED_CEL).
 
     Queues also on DELETE (root, default and queues with children stay).
     """
@@ -175,6 +192,7 @@ def validating_configuration(cc: ClientConfig) -> dict[str, Any]:
                 "name": "volcano-crds.pyextender.io",
                 "clientConfig": cc(VALIDATE),
                 "rules": rules,
+                "matchConditions": [{"name": SPEC_CHANGED, "expression": SPEC_CHANGED_CEL}],
                 "failurePolicy": "Fail",
                 **_common(),
             }

@@ -317,6 +317,55 @@ def test_queue_tree_rules(webhook: str, crds: client.CustomObjectsApi) -> None:
             crds.delete_cluster_custom_object(*QUEUE, name)
 
 
+def _updates_seen(url: str, tls: ssl.SSLContext, kind: str) -> float:
+    """UPDATEs of ``kind`` the webhook answered, whatever the verdict."""
+    prefix = "pyextender_webhook_admissions_total{"
+    return sum(
+        v
+        for k, v in webhook_metrics(url, tls).items()
+        if k.startswith(prefix) and f'kind="{kind}"' in k and 'operation="UPDATE"' in k
+    )
+
+
+def test_updates_that_leave_spec_alone_are_not_sent(
+    webhook: str, tls: ssl.SSLContext, crds: client.CustomObjectsApi, namespaces: dict[str, str]
+) -> None:
+    """The API server sends an UPDATE only when it may break a rule (SPEC_CHANGED_CEL):
+    a PodGroup's annotations (the sidecar's release of a gang) go through without a
+    webhook call, a spec change is still judged, and a Queue is judged on any UPDATE."""
+    ns = namespaces["off"]
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg-skip"},
+        "spec": {"minMember": 2},
+    }
+    crds.create_namespaced_custom_object(*PODGROUP[:2], ns, PODGROUP[2], group)
+    before = _updates_seen(webhook, tls, "PodGroup")
+    crds.patch_namespaced_custom_object(
+        *PODGROUP[:2], ns, PODGROUP[2], "pg-skip", {"metadata": {"annotations": {"a": "1"}}}
+    )
+    assert _updates_seen(webhook, tls, "PodGroup") == before
+    with pytest.raises(client.ApiException) as info:
+        crds.patch_namespaced_custom_object(
+            *PODGROUP[:2], ns, PODGROUP[2], "pg-skip", {"spec": {"queue": "no-such-queue"}}
+        )
+    assert info.value.status == 422 and "no-such-queue" in denial(info.value)
+    crds.patch_namespaced_custom_object(
+        *PODGROUP[:2], ns, PODGROUP[2], "pg-skip", {"spec": {"minMember": 3}}
+    )
+    assert _updates_seen(webhook, tls, "PodGroup") == before + 2
+    crds.create_cluster_custom_object(*QUEUE, queue_doc("wh-skip"))
+    try:
+        seen = _updates_seen(webhook, tls, "Queue")
+        crds.patch_cluster_custom_object(
+            *QUEUE, "wh-skip", {"metadata": {"annotations": {"a": "1"}}}
+        )
+        assert _updates_seen(webhook, tls, "Queue") == seen + 1
+    finally:
+        crds.delete_cluster_custom_object(*QUEUE, "wh-skip")
+
+
 def test_volcano_examples_are_accepted(
     webhook: str, core: client.CoreV1Api, crds: client.CustomObjectsApi
 ) -> None:

@@ -43,6 +43,10 @@ def test_validating_rules_cover_every_kind() -> None:
     assert set(by_resource) == {"podgroups", "queues", "jobs", "cronjobs", "commands", "hypernodes"}
     assert by_resource["queues"]["operations"] == ["CREATE", "UPDATE", "DELETE"]
     assert by_resource["jobs"]["apiGroups"] == ["batch.volcano.sh"]
+    # UPDATEs only when spec changed, except Queues (tests/e2e/test_webhook.py sees it)
+    (cond,) = hook["matchConditions"]
+    assert "object.spec != oldObject.spec" in cond["expression"]
+    assert "request.resource.resource == 'queues'" in cond["expression"]
 
 
 def test_manifests_are_current() -> None:
