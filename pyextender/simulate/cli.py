@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -20,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from pyextender.simulate.runs import Run, load_run, save_run, summarise, workload_name
+from pyextender.simulate.runs import Run, load_run, paired, save_run, summarise, workload_name
 from pyextender.simulate.trace import (
     NodeRow,
     PodRow,
@@ -209,14 +210,16 @@ def run(args: argparse.Namespace) -> int:
     }
     from pyextender.simulate.report import OURS, print_table
 
-    # our FGD replay on exactly the seeds ours ran (paired: the same arrivals)
+    # ours against our FGD replay seed by seed (the same arrivals)
     fgd_paired = {
-        w: summarise(sorted((r for r in by["fgd"] if r.seed in seeds), key=lambda r: r.seed))
-        for w, by in results.items()
-        if OURS in by
-        and "fgd" in by
-        and (seeds := {r.seed for r in by[OURS]}) <= {r.seed for r in by["fgd"]}
+        w: paired(by[OURS], by["fgd"]) for w, by in results.items() if OURS in by and "fgd" in by
     }
+    fgd_paired = {w: row for w, row in fgd_paired.items() if row["seeds"]}
+    for w, row in fgd_paired.items():
+        # no interval with one seed: left out of the JSON line (NaN is not JSON)
+        summary[w][OURS].update(
+            {f"vs_fgd_{k}": v for k, v in row.items() if k != "seeds" and not math.isnan(v)}
+        )
     print_table(summary, fgd_paired)
     if args.plot:
         from pyextender.simulate.plot import plot_workload

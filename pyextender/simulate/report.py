@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from pyextender.simulate.runs import verdict
+
 PUBLISHED: dict[str, dict[str, tuple[float, float]]] = {
     "default": {
         "random": (86.30, 87.47),
@@ -68,18 +70,20 @@ def print_table(
         print()
     verdicts = compare_to_fgd(summary, fgd_paired)
     if verdicts:
-        print(f"{OURS} against FGD, alloc@100 / alloc@130 (the paper's numbers, and our FGD")
-        print("replay on the seeds ours ran: the same arrivals):")
+        print(f"{OURS} against FGD, alloc@100 / alloc@130: the paper's numbers (means of its")
+        print("seeds), and our FGD replay seed by seed on the same arrivals, mean difference")
+        print('± its 95 % interval; "within noise" when that interval holds 0:')
         for line in verdicts:
-            print("  " + line)
+            print("\n".join("  " + part.rstrip() for part in line.split("\n")))
 
 
 def compare_to_fgd(
     summary: dict[str, dict[str, dict[str, float]]],
     fgd_paired: dict[str, dict[str, float]] | None = None,
 ) -> list[str]:
-    """One line per workload where ours ran: Δ pp at @100 and @130 vs paper and vs our FGD
-    (on the same seeds when ``fgd_paired`` has the workload)."""
+    """One line per workload where ours ran: Δ pp at @100 and @130 vs the paper's FGD,
+    and vs our FGD replay: seed by seed with a 95 % interval when ``fgd_paired`` has
+    the workload (``runs.paired``), else the difference of the means."""
     lines = []
     for workload, policies in summary.items():
         ours = policies.get(OURS)
@@ -92,12 +96,32 @@ def compare_to_fgd(
             d130 = ours["alloc_at_130"] - paper[1]
             ok = "ok" if d100 >= 0 and d130 >= 0 else "BELOW"
             parts.append(f"vs paper FGD {d100:+.2f} / {d130:+.2f} pp {ok:<5}")
-        fgd = (fgd_paired or {}).get(workload) or policies.get("fgd")
-        if fgd:
+        pair = (fgd_paired or {}).get(workload)
+        fgd = policies.get("fgd")
+        if pair:
+            n = int(pair["seeds"])
+            cells = [
+                f"{pair[k]:+.2f} ± {pair[k + '_ci95']:.2f}"
+                if not math.isnan(pair[k + "_ci95"])
+                else f"{pair[k]:+.2f}"
+                for k in ("alloc_at_100", "alloc_at_130")
+            ]
+            ahead = " and ".join(
+                f"{int(pair[k + '_ahead'])}/{n}" for k in ("alloc_at_100", "alloc_at_130")
+            )
+            said = " / ".join(
+                verdict(pair[k], pair[k + "_ci95"]) for k in ("alloc_at_100", "alloc_at_130")
+            )
+            parts.append(
+                f"vs our FGD replay {cells[0]} / {cells[1]} pp, ahead on {ahead} seeds: {said}"
+            )
+        elif fgd:
             d100 = ours["alloc_at_100"] - fgd["alloc_at_100"]
             d130 = ours["alloc_at_130"] - fgd["alloc_at_130"]
             parts.append(
-                f"vs our FGD replay {d100:+.2f} / {d130:+.2f} pp ({int(fgd['seeds'])} seeds)"
+                f"vs our FGD replay {d100:+.2f} / {d130:+.2f} pp (means; not the same seeds)"
             )
-        lines.append("  ".join(parts))
+        # one comparison per line, the later ones under the first (after the name)
+        first, rest = "  ".join(parts[:2]), parts[2:]
+        lines.append("\n".join([first] + [" " * 14 + r for r in rest]))
     return lines

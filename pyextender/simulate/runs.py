@@ -125,3 +125,46 @@ def summarise(runs: list[Run]) -> dict[str, float]:
         row[f"{key}_sd"] = round(sd, 3)
     row["seeds"] = len(runs)
     return row
+
+
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
+"""Student's t, two-sided 95 %, for 1..30 degrees of freedom (more: 1.96 is within 4 %)."""
+
+
+def paired(ours: list[Run], base: list[Run]) -> dict[str, float]:
+    """Ours minus ``base`` seed by seed (the same arrivals, so the workload's own
+    seed-to-seed spread cancels) at alloc@100 and @130, on the seeds both ran:
+    the mean difference (pp), the half-width of its 95 % confidence interval
+    (Student's t; NaN with one seed) and the seeds on which ours is ahead."""
+    by_seed = {r.seed: r for r in base}
+    pairs = [(r, by_seed[r.seed]) for r in ours if r.seed in by_seed]
+    row: dict[str, float] = {"seeds": len(pairs)}
+    for key, col, curve in METRICS[:2]:
+        diffs = np.asarray(
+            [float(getattr(a.curves, curve)[col] - getattr(b.curves, curve)[col]) for a, b in pairs]
+        )
+        n = diffs.shape[0]
+        mean = float(diffs.mean()) if n else math.nan
+        if n > 1:
+            t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96
+            half = t * float(diffs.std(ddof=1)) / math.sqrt(n)
+        else:
+            half = math.nan
+        row[key] = round(mean, 3)
+        row[f"{key}_ci95"] = round(half, 3)
+        row[f"{key}_ahead"] = int((diffs > 0).sum())
+    return row
+
+
+def verdict(diff: float, half: float) -> str:
+    """The 95 % interval ``diff ± half`` above 0 ("ahead"), below it ("behind"),
+    or holding it ("within noise")."""
+    if math.isnan(half):
+        return "one seed" if not math.isnan(diff) else "-"
+    if diff - half > 0:
+        return "ahead"
+    if diff + half < 0:
+        return "behind"
+    return "within noise"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,15 @@ import pytest
 from pyextender.simulate.cli import parse_seeds, pod_lists
 from pyextender.simulate.protocol import COLUMNS, Curves
 from pyextender.simulate.report import compare_to_fgd
-from pyextender.simulate.runs import Run, load_run, save_run, summarise, workload_name
+from pyextender.simulate.runs import (
+    Run,
+    load_run,
+    paired,
+    save_run,
+    summarise,
+    verdict,
+    workload_name,
+)
 from pyextender.simulate.trace import TraceError
 
 
@@ -55,4 +64,37 @@ def test_summary_and_verdict_against_fgd() -> None:
     assert ours["alloc_at_100"] == pytest.approx(94.1)
     assert ours["alloc_at_100_sd"] == pytest.approx(0.141, abs=1e-3)
     (line,) = compare_to_fgd({"gpushare40": {"pyextender": ours, "fgd": fgd}})
-    assert "BELOW" in line and "vs our FGD replay +0.10 / +0.10 pp" in line
+    assert "BELOW" in line and "vs our FGD replay +0.10 / +0.10 pp (means" in line
+
+
+def test_ours_against_fgd_seed_by_seed_with_a_95_percent_interval() -> None:
+    # the two policies' spread over seeds (1 pp) is far larger than their difference
+    # on each seed (0.1 ± 0.05): only a paired comparison sees who is ahead
+    base = [93.0, 94.0, 95.0, 93.5]
+    step = [0.10, 0.15, 0.05, 0.10]
+    pairs = enumerate(zip(base, step, strict=True))
+    ours = [_run("pyextender", 42 + i, b + d) for i, (b, d) in pairs]
+    fgd = [_run("fgd", 42 + i, b) for i, b in enumerate(base)]
+    fgd.append(_run("fgd", 99, 50.0))  # a seed ours did not run: not compared
+    row = paired(ours, fgd)
+    assert row["seeds"] == 4
+    assert row["alloc_at_100"] == pytest.approx(0.1, abs=1e-3)
+    # sd of the differences 0.0408; t(3 dof) 3.182; half-width 3.182 * 0.0408 / 2
+    assert row["alloc_at_100_ci95"] == pytest.approx(0.065, abs=1e-3)
+    assert row["alloc_at_130_ahead"] == 4
+    assert verdict(row["alloc_at_100"], row["alloc_at_100_ci95"]) == "ahead"
+    # the same differences the other way round are behind; half of them would be noise
+    back = paired(fgd[:4], ours)
+    assert verdict(back["alloc_at_130"], back["alloc_at_130_ci95"]) == "behind"
+    assert back["alloc_at_130_ahead"] == 0
+    mixed = paired([_run("pyextender", 42, 93.1), _run("pyextender", 43, 93.9)], fgd)
+    assert mixed["alloc_at_100"] == pytest.approx(0.0, abs=1e-3)  # +0.1 and -0.1
+    assert mixed["alloc_at_100_ahead"] == 1
+    assert verdict(mixed["alloc_at_100"], mixed["alloc_at_100_ci95"]) == "within noise"
+    one = paired(ours[:1], fgd)
+    assert one["seeds"] == 1 and math.isnan(one["alloc_at_100_ci95"])
+    assert verdict(one["alloc_at_100"], one["alloc_at_100_ci95"]) == "one seed"
+    summary = {"gpushare40": {"pyextender": summarise(ours), "fgd": summarise(fgd[:4])}}
+    (line,) = compare_to_fgd(summary, {"gpushare40": row})
+    assert "vs our FGD replay +0.10 ± 0.07 / +0.10 ± 0.07 pp, ahead on 4/4 and 4/4 seeds" in line
+    assert line.endswith("ahead / ahead")
