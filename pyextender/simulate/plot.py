@@ -3,8 +3,10 @@
 Below ~80 % arrived every policy but Random places almost everything, so the
 allocation panel covers 80–130 % arrived only; a second panel shows each
 policy's allocation minus FGD's on the same seeds (pp), where differences of a
-few tenths are visible; the third is the FGD paper's fragmentation ratio against load.
-Lines are means over seeds, bands ± one sd.
+few tenths are visible, with the 95 % interval of that mean difference (where it
+leaves 0, the difference is more than the seeds' noise); the third is the FGD
+paper's fragmentation ratio against load. Other lines are means over seeds, bands
+± one sd.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pyextender.simulate.runs import Run
+from pyextender.simulate.runs import T_975, Run
 
 ZOOM = (80, 130)
 """Arrived workload shown in the allocation panels (% of cluster GPUs)."""
@@ -33,16 +35,22 @@ def _band(runs: list[Run], curve: str) -> tuple[Any, Any]:
 
 
 def _paired_diff(runs: list[Run], ref: list[Run], curve: str = "alloc") -> tuple[Any, Any]:
-    """Mean and sd over seeds of (policy − reference) ``curve``, seed by seed (the same
-    arrivals), so the band shows the spread of the difference, not of either policy."""
+    """Mean over seeds of (policy − reference) ``curve``, seed by seed (the same
+    arrivals), and the half-width of its 95 % interval (Student's t, as the table's
+    verdicts; 0 with one seed): where the band leaves 0, the difference is real."""
     by_seed = {r.seed: getattr(r.curves, curve) for r in ref}
     diffs = [getattr(r.curves, curve) - by_seed[r.seed] for r in runs if r.seed in by_seed]
     if not diffs:
         nan = np.full(131, np.nan)
         return nan, nan
     stack = np.stack(diffs)
-    sd = np.nanstd(stack, axis=0, ddof=1) if stack.shape[0] > 1 else np.zeros(stack.shape[1])
-    return np.nanmean(stack, axis=0), sd
+    n = stack.shape[0]
+    if n > 1:
+        t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96
+        half = t * np.nanstd(stack, axis=0, ddof=1) / np.sqrt(n)
+    else:
+        half = np.zeros(stack.shape[1])
+    return np.nanmean(stack, axis=0), half
 
 
 def alloc_ylim(ymin: float, ymax: float) -> tuple[float, float]:
@@ -101,7 +109,7 @@ def plot_workload(workload: str, by_policy: dict[str, list[Run]], out: Path) -> 
     ax_d.set_xlim(lo, hi)
     ax_d.set_xlabel("arrived GPU demand, % of cluster GPUs")
     ax_d.set_ylabel(f"allocated minus {REFERENCE}'s, pp")
-    ax_d.set_title(f"difference to {REFERENCE}, same seeds (band: ± sd over seeds)")
+    ax_d.set_title(f"difference to {REFERENCE}, same seeds (band: 95 % interval)")
     ax_f.set_xlim(0, FRAG_HI)
     ax_f.set_ylim(0, 100)
     ax_i.set_xlim(0, FRAG_HI)
