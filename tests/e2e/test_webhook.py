@@ -25,8 +25,14 @@ import yaml
 from kubernetes import client
 
 from devcluster.cluster import Cluster, ClusterState
+from devcluster.webhook import ROLE as WEBHOOK_ROLE
 from devcluster.webhook import disable_webhook, enable_webhook, webhook_url
-from pyextender.api.names import ENABLED_LABEL, GANG_GATE, GROUP_NAME_ANNOTATION
+from pyextender.api.names import (
+    ENABLED_LABEL,
+    GANG_GATE,
+    GROUP_NAME_ANNOTATION,
+    RELEASED_ANNOTATION,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -364,6 +370,41 @@ def test_updates_that_leave_spec_alone_are_not_sent(
         assert _updates_seen(webhook, tls, "Queue") == seen + 1
     finally:
         crds.delete_cluster_custom_object(*QUEUE, "wh-skip")
+
+
+def test_a_gang_is_released_while_the_webhook_is_down(
+    webhook: str, cluster: Cluster, crds: client.CustomObjectsApi, namespaces: dict[str, str]
+) -> None:
+    """failurePolicy is Fail, so while the webhook is down every request sent to it is
+    refused; the sidecar's release of a gang (its PodGroup's released-pods annotation)
+    is not sent, so gangs keep being released. A spec change still waits for it."""
+    ns = namespaces["off"]
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg-down"},
+        "spec": {"minMember": 1},
+    }
+    crds.create_namespaced_custom_object(*PODGROUP[:2], ns, PODGROUP[2], group)
+    cluster.stop_role(WEBHOOK_ROLE)
+    try:
+        crds.patch_namespaced_custom_object(
+            *PODGROUP[:2],
+            ns,
+            PODGROUP[2],
+            "pg-down",
+            {"metadata": {"annotations": {RELEASED_ANNOTATION: "uid-1"}}},
+        )
+        with pytest.raises(client.ApiException) as info:
+            crds.patch_namespaced_custom_object(
+                *PODGROUP[:2], ns, PODGROUP[2], "pg-down", {"spec": {"minMember": 2}}
+            )
+        assert 'failed calling webhook "volcano-crds.pyextender.io"' in denial(info.value)
+    finally:
+        enable_webhook(cluster)
+    got = crds.get_namespaced_custom_object(*PODGROUP[:2], ns, PODGROUP[2], "pg-down")
+    assert got["metadata"]["annotations"][RELEASED_ANNOTATION] == "uid-1"
+    assert got["spec"]["minMember"] == 1
 
 
 def test_volcano_examples_are_accepted(
