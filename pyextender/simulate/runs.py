@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,6 +134,19 @@ T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
 """Student's t, two-sided 95 %, for 1..30 degrees of freedom (more: 1.96 is within 4 %)."""
 
 
+def interval95(values: Sequence[float]) -> tuple[float, float]:
+    """Mean of ``values`` and the half-width of its 95 % confidence interval
+    (Student's t; NaN with fewer than two values)."""
+    arr = np.asarray(values, dtype=np.float64)
+    n = arr.shape[0]
+    if n == 0:
+        return math.nan, math.nan
+    if n < 2:
+        return float(arr.mean()), math.nan
+    t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96
+    return float(arr.mean()), t * float(arr.std(ddof=1)) / math.sqrt(n)
+
+
 def paired(ours: list[Run], base: list[Run]) -> dict[str, float]:
     """Ours minus ``base`` seed by seed (the same arrivals, so the workload's own
     seed-to-seed spread cancels) at alloc@100 and @130, on the seeds both ran:
@@ -142,19 +156,14 @@ def paired(ours: list[Run], base: list[Run]) -> dict[str, float]:
     pairs = [(r, by_seed[r.seed]) for r in ours if r.seed in by_seed]
     row: dict[str, float] = {"seeds": len(pairs)}
     for key, col, curve in METRICS[:2]:
-        diffs = np.asarray(
-            [float(getattr(a.curves, curve)[col] - getattr(b.curves, curve)[col]) for a, b in pairs]
-        )
-        n = diffs.shape[0]
-        mean = float(diffs.mean()) if n else math.nan
-        if n > 1:
-            t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96
-            half = t * float(diffs.std(ddof=1)) / math.sqrt(n)
-        else:
-            half = math.nan
+        diffs = [
+            float(getattr(a.curves, curve)[col]) - float(getattr(b.curves, curve)[col])
+            for a, b in pairs
+        ]
+        mean, half = interval95(diffs)
         row[key] = round(mean, 3)
         row[f"{key}_ci95"] = round(half, 3)
-        row[f"{key}_ahead"] = int((diffs > 0).sum())
+        row[f"{key}_ahead"] = sum(d > 0 for d in diffs)
     return row
 
 
