@@ -324,6 +324,16 @@ def test_queue_tree_rules(webhook: str, crds: client.CustomObjectsApi) -> None:
             crds.delete_cluster_custom_object(*QUEUE, name)
 
 
+def create_group(crds: client.CustomObjectsApi, ns: str, name: str, min_member: int) -> None:
+    body = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": min_member},
+    }
+    crds.create_namespaced_custom_object(*PODGROUP[:2], ns, PODGROUP[2], body)
+
+
 def test_spec_changes_and_queue_updates_are_still_judged(
     webhook: str, crds: client.CustomObjectsApi, namespaces: dict[str, str]
 ) -> None:
@@ -333,13 +343,7 @@ def test_spec_changes_and_queue_updates_are_still_judged(
     rules read the hierarchy annotations). Judged by verdicts, not by the webhook's
     counters, which other objects of the session move too."""
     ns = namespaces["off"]
-    group = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": "pg-judged"},
-        "spec": {"minMember": 2},
-    }
-    crds.create_namespaced_custom_object(*PODGROUP[:2], ns, PODGROUP[2], group)
+    create_group(crds, ns, "pg-judged", 2)
     with pytest.raises(client.ApiException) as info:
         crds.patch_namespaced_custom_object(
             *PODGROUP[:2], ns, PODGROUP[2], "pg-judged", {"spec": {"queue": "no-such-queue"}}
@@ -366,13 +370,7 @@ def test_a_gang_is_released_while_the_webhook_is_down(
     refused; the sidecar's release of a gang (its PodGroup's released-pods annotation)
     is not sent, so gangs keep being released. A spec change still waits for it."""
     ns = namespaces["off"]
-    group = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": "pg-down"},
-        "spec": {"minMember": 1},
-    }
-    crds.create_namespaced_custom_object(*PODGROUP[:2], ns, PODGROUP[2], group)
+    create_group(crds, ns, "pg-down", 1)
     cluster.stop_role(WEBHOOK_ROLE)
     try:
         crds.patch_namespaced_custom_object(
