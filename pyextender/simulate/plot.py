@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pyextender.simulate.runs import T_975, Run
+from pyextender.simulate.runs import Run, t975
 
 ZOOM = (80, 130)
 """Arrived workload shown in the allocation panels (% of cluster GPUs)."""
@@ -46,8 +46,7 @@ def _paired_diff(runs: list[Run], ref: list[Run], curve: str = "alloc") -> tuple
     stack = np.stack(diffs)
     n = stack.shape[0]
     if n > 1:
-        t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96
-        half = t * np.nanstd(stack, axis=0, ddof=1) / np.sqrt(n)
+        half = t975(n) * np.nanstd(stack, axis=0, ddof=1) / np.sqrt(n)
     else:
         half = np.zeros(stack.shape[1])
     return np.nanmean(stack, axis=0), half

@@ -134,6 +134,11 @@ T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
 """Student's t, two-sided 95 %, for 1..30 degrees of freedom (more: 1.96 is within 4 %)."""
 
 
+def t975(n: int) -> float:
+    """Student's t for a 95 % interval of the mean of ``n`` >= 2 values."""
+    return T_975[n - 2] if n - 1 <= len(T_975) else 1.96
+
+
 def interval95(values: Sequence[float]) -> tuple[float, float]:
     """Mean of ``values`` and the half-width of its 95 % confidence interval
     (Student's t; NaN with fewer than two values)."""
@@ -143,8 +148,7 @@ def interval95(values: Sequence[float]) -> tuple[float, float]:
         return math.nan, math.nan
     if n < 2:
         return float(arr.mean()), math.nan
-    t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96
-    return float(arr.mean()), t * float(arr.std(ddof=1)) / math.sqrt(n)
+    return float(arr.mean()), t975(n) * float(arr.std(ddof=1)) / math.sqrt(n)
 
 
 def paired(ours: list[Run], base: list[Run]) -> dict[str, float]:
