@@ -23,13 +23,22 @@ def test_no_verb_in_flight_no_pause() -> None:
 
 
 def test_pause_lasts_until_the_verb_has_replied() -> None:
-    c = Courtesy(max_wait_s=10.0)
+    pausing = threading.Event()
+
+    def sleep(s: float) -> None:
+        pausing.set()  # the cycle is inside pause(), waiting
+        time.sleep(s)
+
+    c = Courtesy(max_wait_s=10.0, sleep=sleep)
     c.start_cycle()
     time.sleep(0.02)  # the cycle has worked: it may give way as long
     c.enter()
     left = threading.Event()
 
     def verb() -> None:
+        # the verb replies only once the cycle waits for it (on a busy machine the thread
+        # could otherwise finish before pause() is even called, and nothing is tested)
+        assert pausing.wait(10.0)
         time.sleep(0.003)
         left.set()
         c.leave()
