@@ -162,6 +162,9 @@ class PodInfo:
     soft_tolerations: tuple[Toleration, ...] = ()
     """Its tolerations that can match a PreferNoSchedule taint (effect "" or
     PreferNoSchedule): what kube-scheduler's TaintToleration score looks at."""
+    gpu_models: tuple[str, ...] = ()
+    """The GPU models (``nvidia.com/gpu.product`` values) its required node constraints
+    accept (``required_gpu_models``); empty: any model."""
 
     @property
     def key(self) -> str:
@@ -210,6 +213,51 @@ def soft_preferences(spec: Mapping[str, Any]) -> bool:
         isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "ScheduleAnyway"
         for c in _items(spec.get("topologySpreadConstraints"))
     )
+
+
+def _in_values(expr: Any, key: str) -> frozenset[str] | None:
+    """The values an ``In`` expression on ``key`` accepts; None for any other."""
+    if not isinstance(expr, Mapping) or expr.get("key") != key or expr.get("operator") != "In":
+        return None
+    return frozenset(str(v) for v in _items(expr.get("values")))
+
+
+def required_gpu_models(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The GPU models a pod's hard node constraints accept, sorted; () when they accept any.
+
+    Read from ``nodeSelector`` and the required node affinity on the GPU model label,
+    ``In`` expressions only: terms are alternatives, so the affinity narrows only when
+    every term names models (their union); the node selector must hold as well (the
+    intersection). Other operators (NotIn, Exists, ...) leave it open: this feeds a
+    workload model (which nodes a kind of pod can use), never a filter, so reading
+    less than kube-scheduler does costs precision, not correctness."""
+    key = names.GPU_MODEL_LABEL
+    accepted: frozenset[str] | None = None
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, Mapping) and isinstance(selector.get(key), str):
+        accepted = frozenset((selector[key],))
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = (
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node_affinity, Mapping)
+        else None
+    )
+    terms = _items(required.get("nodeSelectorTerms")) if isinstance(required, Mapping) else []
+    union: set[str] = set()
+    for term in terms:
+        exprs = _items(term.get("matchExpressions")) if isinstance(term, Mapping) else []
+        sets = [v for v in (_in_values(e, key) for e in exprs) if v is not None]
+        if not sets:
+            union = set()
+            break  # this alternative takes any model
+        union |= frozenset.intersection(*sets)
+    else:
+        if terms:
+            accepted = frozenset(union) if accepted is None else accepted & union
+    if not accepted:
+        return ()
+    return tuple(sys.intern(m) for m in sorted(accepted))
 
 
 def _soft_tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
@@ -267,6 +315,7 @@ def pod_from_dict(obj: Mapping[str, Any]) -> PodInfo:
         started=str(status.get("startTime") or ""),
         soft_preferences=soft_preferences(spec),
         soft_tolerations=_soft_tolerations(spec),
+        gpu_models=required_gpu_models(spec),
     )
 
 

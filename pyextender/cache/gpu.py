@@ -38,6 +38,9 @@ MAX_GPUS = 16
 MAX_TIERS = 4
 """Supernode tiers we model; column t holds the tier-(t+1) domain id, -1 = none."""
 
+MASK_BITS = 62
+"""GPU model ids a TaskClass.model_mask can name (an int64; the kernel shifts by the id)."""
+
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 
@@ -156,6 +159,20 @@ class GpuState(SharedUntilWritten):
             self.models.append(model)
             self._model_ids[model] = mid
         return mid
+
+    def model_mask(self, models: tuple[str, ...]) -> int:
+        """TaskClass.model_mask of a pod accepting ``models`` (PodInfo.gpu_models): a bit
+        per model some node has (the others cannot take it anyway); 0 (any) for none,
+        or when one lies past the mask's width."""
+        mask = 0
+        for model in models:
+            mid = self._model_ids.get(model)
+            if mid is None:
+                continue
+            if mid >= MASK_BITS:
+                return 0
+            mask |= 1 << mid
+        return mask
 
     # -- supernodes ------------------------------------------------------------
     def supernode_id(self, name: str) -> int:
@@ -303,7 +320,11 @@ class GpuState(SharedUntilWritten):
         want, milli = self.demand_milli(row, pod)
         if self.fixed_classes is None and self.learn_on_bind:
             # learn the workload from the pods placed (bound pods replayed at start-up too)
-            self.learned.observe(TaskClass(pod.requests.get(CPU, 0), min(milli, MILLI), want))
+            # with the GPU models it accepts, as the protocol's classes (REPLAY.md §4):
+            # without them a model only some pods may use looked like any other, and
+            # was filled by pods that could have gone anywhere
+            mask = self.model_mask(pod.gpu_models)
+            self.learned.observe(TaskClass(pod.requests.get(CPU, 0), min(milli, MILLI), want, mask))
         if want <= 0:
             return
         n = int(self.count[row])

@@ -126,6 +126,7 @@ def pod_info(pod: PodRow, uid: int) -> PodInfo:
         phase="Pending",
         requests=requests,
         annotations=annotations,
+        gpu_models=pod.gpu_spec,  # in a cluster: its nodeSelector or node affinity
     )
 
 
@@ -183,7 +184,12 @@ def replay(
         pod = pod_info(row_pod, i)
         if learn_arrivals:
             state.gpu.learned.observe(
-                TaskClass(row_pod.cpu_milli, min(row_pod.gpu_milli, 1000), row_pod.num_gpu)
+                TaskClass(
+                    row_pod.cpu_milli,
+                    min(row_pod.gpu_milli, 1000),
+                    row_pod.num_gpu,
+                    state.gpu.model_mask(row_pod.gpu_spec),
+                )
             )
         ctx = PodContext(pod=pod, state=state, request=state.vector(pod.requests))
         candidates = rows if not row_pod.gpu_spec else spec_rows(state, rows, row_pod.gpu_spec)
