@@ -83,7 +83,7 @@ from phase_cost import MUTATING, PhaseCost, api_requests
 from devcluster import build
 from devcluster.cluster import APISERVER_PROFILING_ENV, MODES, Cluster, free_port
 from devcluster.nodes import NodeShape
-from pyextender.simulate.runs import interval95
+from pyextender.simulate.runs import interval95, samples_to_tell
 
 HOLD = ["gate"]
 """How gang pods are held until admitted in the running phase: "gate" (the scheduling
@@ -879,7 +879,9 @@ def goal_verdict(mean: float, half: float, goal: float, rounds: int) -> str:
         return "met"
     if mean + half < goal:
         return "not met"
-    return f"cannot tell from {rounds} rounds"
+    more = samples_to_tell(mean - goal, half, rounds)
+    hint = f" (~{more} would tell {mean:.2f} from {goal:g})" if more else ""
+    return f"cannot tell from {rounds} rounds{hint}"
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from pyextender.simulate.runs import verdict
+from pyextender.simulate.runs import samples_to_tell, verdict
 
 PUBLISHED: dict[str, dict[str, tuple[float, float]]] = {
     "default": {
@@ -39,6 +39,16 @@ PUBLISHED: dict[str, dict[str, tuple[float, float]]] = {
 """workload -> policy -> (alloc@100, alloc@130) published (REPLAY.md §7, §8)."""
 
 OURS = "pyextender"
+
+
+def _seeds_hint(pair: dict[str, float], n: int) -> str:
+    """For a verdict within noise at alloc@100: about how many seeds would tell a
+    difference of the size seen (the same seed-to-seed spread assumed)."""
+    k = "alloc_at_100"
+    if verdict(pair[k], pair[k + "_ci95"]) != "within noise":
+        return ""
+    m = samples_to_tell(pair[k], pair[k + "_ci95"], n)
+    return f" (~{m} seeds would tell a difference this size)" if m else ""
 
 
 def _cell(mean: float, sd: float) -> str:
@@ -114,6 +124,7 @@ def compare_to_fgd(
             )
             parts.append(
                 f"vs our FGD replay {cells[0]} / {cells[1]} pp, ahead on {ahead} seeds: {said}"
+                + _seeds_hint(pair, n)
             )
         elif fgd:
             d100 = ours["alloc_at_100"] - fgd["alloc_at_100"]

@@ -151,6 +151,22 @@ def interval95(values: Sequence[float]) -> tuple[float, float]:
     return float(arr.mean()), t975(n) * float(arr.std(ddof=1)) / math.sqrt(n)
 
 
+def samples_to_tell(gap: float, half: float, n: int, limit: int = 10_000) -> int | None:
+    """Samples an interval with this one's spread needs to tell a ``gap`` from nothing:
+    the least m whose 95 % half-width, t(m)·sd/√m with the sd behind ``half`` over
+    ``n`` samples, is below |gap|. None without a gap or a spread to go by; ``limit``
+    caps the answer (a gap far inside the noise)."""
+    if n < 2 or math.isnan(half) or math.isnan(gap) or gap == 0:
+        return None
+    sd = half * math.sqrt(n) / t975(n)
+    if sd == 0:
+        return n
+    m = max(2, math.ceil((1.96 * sd / abs(gap)) ** 2))
+    while m < limit and t975(m) * sd / math.sqrt(m) >= abs(gap):
+        m += 1
+    return min(m, limit)
+
+
 def paired(ours: list[Run], base: list[Run]) -> dict[str, float]:
     """Ours minus ``base`` seed by seed (the same arrivals, so the workload's own
     seed-to-seed spread cancels) at alloc@100 and @130, on the seeds both ran:

@@ -15,8 +15,10 @@ from pyextender.simulate.runs import (
     Run,
     load_run,
     paired,
+    samples_to_tell,
     save_run,
     summarise,
+    t975,
     verdict,
     workload_name,
 )
@@ -98,3 +100,34 @@ def test_ours_against_fgd_seed_by_seed_with_a_95_percent_interval() -> None:
     (line,) = compare_to_fgd(summary, {"gpushare40": row})
     assert "vs our FGD replay +0.10 ± 0.07 / +0.10 ± 0.07 pp, ahead on 4/4 and 4/4 seeds" in line
     assert line.endswith("ahead / ahead")
+
+
+def test_how_many_seeds_would_tell_a_difference_within_noise() -> None:
+    # sd 0.2 pp over 10 seeds: half-width t(9 dof) 2.262 * 0.2 / sqrt(10) = 0.143
+    half = 2.262 * 0.2 / math.sqrt(10)
+    m = samples_to_tell(0.05, half, 10)
+    assert m is not None
+    # the least m whose interval clears 0.05: t(m) * 0.2 / sqrt(m) < 0.05 <= at m - 1
+    assert t975(m) * 0.2 / math.sqrt(m) < 0.05 <= t975(m - 1) * 0.2 / math.sqrt(m - 1)
+    assert 60 <= m <= 70  # (1.96 * 0.2 / 0.05)^2 = 61.5, plus t's margin
+    assert samples_to_tell(-0.05, half, 10) == m  # the sign does not matter
+    assert samples_to_tell(0.0, half, 10) is None  # nothing to tell
+    assert samples_to_tell(0.05, math.nan, 1) is None  # no spread to go by
+    assert samples_to_tell(1e-9, half, 10) == 10_000  # capped
+
+    # the report says so for a comparison within noise, and only then
+    base = [93.0, 94.0, 95.0, 93.5]
+    ours = [_run("pyextender", 42 + i, b + d) for i, (b, d) in
+            enumerate(zip(base, [0.3, -0.2, 0.1, 0.0], strict=True))]  # fmt: skip
+    fgd = [_run("fgd", 42 + i, b) for i, b in enumerate(base)]
+    row = paired(ours, fgd)
+    assert verdict(row["alloc_at_100"], row["alloc_at_100_ci95"]) == "within noise"
+    summary = {"gpushare40": {"pyextender": summarise(ours), "fgd": summarise(fgd)}}
+    (line,) = compare_to_fgd(summary, {"gpushare40": row})
+    want = samples_to_tell(row["alloc_at_100"], row["alloc_at_100_ci95"], 4)
+    assert line.endswith(
+        f"within noise / within noise (~{want} seeds would tell a difference this size)"
+    )
+    clear = paired([_run("pyextender", 42 + i, b + 0.1) for i, b in enumerate(base)], fgd)
+    (line,) = compare_to_fgd(summary, {"gpushare40": clear})
+    assert "would tell" not in line
