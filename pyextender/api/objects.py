@@ -215,11 +215,16 @@ def soft_preferences(spec: Mapping[str, Any]) -> bool:
     )
 
 
-def _in_values(expr: Any, key: str) -> frozenset[str] | None:
-    """The values an ``In`` expression on ``key`` accepts; None for any other."""
-    if not isinstance(expr, Mapping) or expr.get("key") != key or expr.get("operator") != "In":
-        return None
-    return frozenset(str(v) for v in _items(expr.get("values")))
+def _term_models(term: Any, key: str) -> frozenset[str] | None:
+    """The models one node selector term accepts: the intersection of its ``In``
+    expressions on ``key``; None when it has none (the term takes any model)."""
+    exprs = _items(term.get("matchExpressions")) if isinstance(term, Mapping) else []
+    sets = [
+        frozenset(str(v) for v in _items(e.get("values")))
+        for e in exprs
+        if isinstance(e, Mapping) and e.get("key") == key and e.get("operator") == "In"
+    ]
+    return frozenset.intersection(*sets) if sets else None
 
 
 def required_gpu_models(spec: Mapping[str, Any]) -> tuple[str, ...]:
@@ -244,17 +249,10 @@ def required_gpu_models(spec: Mapping[str, Any]) -> tuple[str, ...]:
         else None
     )
     terms = _items(required.get("nodeSelectorTerms")) if isinstance(required, Mapping) else []
-    union: set[str] = set()
-    for term in terms:
-        exprs = _items(term.get("matchExpressions")) if isinstance(term, Mapping) else []
-        sets = [v for v in (_in_values(e, key) for e in exprs) if v is not None]
-        if not sets:
-            union = set()
-            break  # this alternative takes any model
-        union |= frozenset.intersection(*sets)
-    else:
-        if terms:
-            accepted = frozenset(union) if accepted is None else accepted & union
+    per_term = [_term_models(t, key) for t in terms]
+    if per_term and None not in per_term:
+        union = frozenset().union(*(m for m in per_term if m is not None))
+        accepted = union if accepted is None else accepted & union
     if not accepted:
         return ()
     return tuple(sys.intern(m) for m in sorted(accepted))

@@ -174,6 +174,15 @@ class GpuState(SharedUntilWritten):
             mask |= 1 << mid
         return mask
 
+    def learn(self, cpu_milli: int, milli: int, count: int, models: tuple[str, ...]) -> None:
+        """Count one pod in the learned workload model: its CPU, GPU share (whole GPUs
+        as 1,000), GPU count and, as the protocol's classes (REPLAY.md §4), the GPU
+        models it accepts. Without them a model only some pods may use looked like any
+        other, and was filled by pods that could have gone anywhere."""
+        self.learned.observe(
+            TaskClass(cpu_milli, min(milli, MILLI), count, self.model_mask(models))
+        )
+
     # -- supernodes ------------------------------------------------------------
     def supernode_id(self, name: str) -> int:
         sid = self._supernode_ids.get(name)
@@ -320,11 +329,7 @@ class GpuState(SharedUntilWritten):
         want, milli = self.demand_milli(row, pod)
         if self.fixed_classes is None and self.learn_on_bind:
             # learn the workload from the pods placed (bound pods replayed at start-up too)
-            # with the GPU models it accepts, as the protocol's classes (REPLAY.md §4):
-            # without them a model only some pods may use looked like any other, and
-            # was filled by pods that could have gone anywhere
-            mask = self.model_mask(pod.gpu_models)
-            self.learned.observe(TaskClass(pod.requests.get(CPU, 0), min(milli, MILLI), want, mask))
+            self.learn(pod.requests.get(CPU, 0), milli, want, pod.gpu_models)
         if want <= 0:
             return
         n = int(self.count[row])

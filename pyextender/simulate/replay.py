@@ -24,7 +24,7 @@ import numpy.typing as npt
 from pyextender.api import names
 from pyextender.api.objects import NodeInfo, PodInfo
 from pyextender.api.resources import CPU, GPU, MEMORY, PODS, PYEXTENDER_GPU_MILLI
-from pyextender.api.task_classes import LearnedClasses, TaskClass, TaskClasses, select_classes
+from pyextender.api.task_classes import LearnedClasses, TaskClasses, select_classes
 from pyextender.cache.state import ClusterState
 from pyextender.framework.interfaces import IntArray, PodContext
 from pyextender.framework.runtime import Profile
@@ -183,14 +183,7 @@ def replay(
     for i, row_pod in enumerate(arrivals):
         pod = pod_info(row_pod, i)
         if learn_arrivals:
-            state.gpu.learned.observe(
-                TaskClass(
-                    row_pod.cpu_milli,
-                    min(row_pod.gpu_milli, 1000),
-                    row_pod.num_gpu,
-                    state.gpu.model_mask(row_pod.gpu_spec),
-                )
-            )
+            state.gpu.learn(row_pod.cpu_milli, row_pod.gpu_milli, row_pod.num_gpu, row_pod.gpu_spec)
         ctx = PodContext(pod=pod, state=state, request=state.vector(pod.requests))
         candidates = rows if not row_pod.gpu_spec else spec_rows(state, rows, row_pod.gpu_spec)
         feasible = profile.filter(ctx, candidates).feasible()
