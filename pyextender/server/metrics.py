@@ -73,6 +73,14 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.reserve_checks = Counter(
+            "pyextender_reserve_checks_total",
+            "Framework Reserve of a node Filter did not just pass at the same cache state: "
+            "filtered (the node checked again, counting every other reservation), or "
+            "unchanged (Filter's verdict stands: nothing it read has changed since).",
+            ["check"],
+            registry=r,
+        )
         self.admissions = Counter(
             "pyextender_gang_admissions_total",
             "PodGroups admitted (Pending -> Inqueue), by queue.",

@@ -221,6 +221,7 @@ class SchedulerLoop:
         live.reservations.replace(decisions.reservations, estimates)
         # gang plans made at admission (supernode), for PodGroups that still exist
         live.gang_plans = {k: v for k, v in snap.state.gang_plans.items() if k in self.cache.groups}
+        live.generation += 1  # what the filters read changed: verdicts memoised before are stale
 
     async def run(self) -> None:
         """Cycles until cancelled (the Lease is lost, or shutdown); then stops the

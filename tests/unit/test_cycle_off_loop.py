@@ -132,6 +132,27 @@ def test_a_slow_cycle_does_not_block_the_event_loop(monkeypatch: pytest.MonkeyPa
     assert ticks >= 10, f"the event loop was blocked during the cycle ({ticks} ticks)"
 
 
+def test_a_cycle_handing_the_verbs_new_plans_moves_the_state_generation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reservations and gang plans come from the cycle, not from a cache event: the
+    generation must move with them, or a verdict memoised on it (framework Reserve
+    keeping Filter's pick) would outlive them."""
+    w = World(nodes=2, gpus=8)
+    w.gang("g", 2, gpus=4)
+    monkeypatch.setattr(loop_mod, "run_cycle", lambda *a: Decisions())
+    sl = SchedulerLoop(w.cache, lambda: load(None), Actuator.__new__(Actuator), Metrics())
+
+    async def apply(d: Decisions, *a: object) -> object:
+        return None
+
+    sl.actuator.apply = apply  # type: ignore[method-assign]
+    sl.actuator.forget = lambda live: None  # type: ignore[method-assign]
+    before = w.cache.state.generation
+    asyncio.run(sl.cycle(time.time()))
+    assert w.cache.state.generation == before + 1
+
+
 def test_the_decide_thread_runs_niced_below_the_event_loop() -> None:
     def niceness() -> int:
         return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())

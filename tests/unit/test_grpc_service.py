@@ -672,3 +672,62 @@ def test_a_pod_held_at_the_barrier_is_refused_until_released_and_streamed(sc: Si
 async def _apply(sc: Sidecar, fn: Any) -> None:
     """Run a cache change on the server's loop (the cache has one thread)."""
     fn()
+
+
+def _reserve_checks(sc: Sidecar) -> dict[str, float]:
+    counts: dict[str, float] = {}
+    for metric in sc.ext.metrics.reserve_checks.collect():
+        for sample in metric.samples:
+            if sample.name == "pyextender_reserve_checks_total" and sample.value:
+                counts[sample.labels["check"]] = sample.value
+    return counts
+
+
+def _filter_runs(sc: Sidecar) -> float:
+    """How many times the profile's filters ran (predicates, the first, observes each)."""
+    for metric in sc.ext.metrics.plugin_seconds.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_count") and sample.labels == {
+                "plugin": "predicates",
+                "point": "filter",
+            }:
+                return sample.value
+    return 0.0
+
+
+def test_reserve_of_the_pick_at_an_unchanged_cache_keeps_filters_verdict(sc: Sidecar) -> None:
+    sc.ext.pick_node = True
+    sc.add(_pod("a", 6))
+    assert _filter(sc, "a", ["n4", "n8"]).pick == "n8"
+    runs = _filter_runs(sc)
+    ok = sc.stub.Reserve(pb.ReserveRequest(pod=_ref("a"), node_name="n8"))
+    assert ok.status.code == pb.SUCCESS
+    assert _filter_runs(sc) == runs and _reserve_checks(sc) == {"unchanged": 1.0}
+    assert sc.ext.cache.state.pods[_ref("a").uid].assumed  # counted as ever
+
+
+def test_reserve_filters_again_once_anything_changed_since_the_pick(sc: Sidecar) -> None:
+    sc.ext.pick_node = True
+    sc.add(_pod("a", 6), _pod("b", 6), _pod("c", 1))
+    assert _filter(sc, "a", ["n4", "n8"]).pick == "n8"
+    runs = _filter_runs(sc)
+    # another pod takes the node between a's Filter and its Reserve (e.g. through
+    # a second scheduler's extender verbs): the pick's verdict is stale
+    taken = sc.stub.Reserve(pb.ReserveRequest(pod=_ref("b"), node_name="n8"))
+    assert taken.status.code == pb.SUCCESS
+    late = sc.stub.Reserve(pb.ReserveRequest(pod=_ref("a"), node_name="n8"))
+    assert late.status.code == pb.UNSCHEDULABLE and "no longer fits node n8" in late.status.reason
+    assert _filter_runs(sc) == runs + 2 and _reserve_checks(sc) == {"filtered": 2.0}
+    # a watch event alone (a pod elsewhere arrived) is enough to check again
+    pick = _filter(sc, "c", ["n4", "n8"]).pick
+    assert pick
+    sc.run(_apply(sc, lambda: sc.add(_pod("d", 1))))
+    reply = sc.stub.Reserve(pb.ReserveRequest(pod=_ref("c"), node_name=pick))
+    assert reply.status.code == pb.SUCCESS
+    assert _filter_runs(sc) == runs + 4 and _reserve_checks(sc) == {"filtered": 3.0}
+    # a Reserve of another node than the pick checks that node
+    pick = _filter(sc, "d", ["n4", "n8"]).pick
+    other = "n4" if pick == "n8" else "n8"
+    reply = sc.stub.Reserve(pb.ReserveRequest(pod=_ref("d"), node_name=other))
+    assert reply.status.code == pb.SUCCESS
+    assert _filter_runs(sc) == runs + 6 and _reserve_checks(sc) == {"filtered": 4.0}

@@ -218,3 +218,26 @@ def test_topology_scores_nothing_when_no_candidate_has_nvlink_domains() -> None:
     # the islanded node in the cluster but not among the candidates: flat again
     flat = np.asarray([state.index["a"], state.index["b"]], dtype=np.int64)
     assert not gpu_topology.multi_domain(ctx, flat)
+
+
+def test_topology_filter_without_single_domain_turns_down_what_the_kernel_finds_no_set_on() -> None:
+    # islanded and flat nodes, GPUs taken at random: for every request size the
+    # popcount filter agrees with the kernel's "no k-GPU set" (domains == 0)
+    rng = np.random.default_rng(7)
+    state = ClusterState()
+    for i in range(40):
+        ann = {names.GPU_TOPOLOGY_ANNOTATION: ISLANDS.to_json()} if i % 2 else {}
+        state.set_node(NodeInfo(f"n{i}", {CPU: 128_000, GPU: 8, "pods": 110}, annotations=ann))
+        taken = sorted(rng.choice(8, size=int(rng.integers(0, 9)), replace=False).tolist())
+        if taken:
+            _bind(state, f"n{i}", f"x{i}", ",".join(map(str, taken)))
+    rows = state.live_rows()
+    plugin = gpu_topology.GpuTopology(gpu_topology.Args())
+    seen = set()
+    for k in range(1, 9):
+        ctx = _ctx(state, _pod(f"p{k}", {GPU: k}))
+        got = plugin.filter(ctx, rows).codes == Code.SUCCESS
+        kernel = gpu_topology.evaluate(ctx, rows).domains > 0
+        assert got.tolist() == kernel.tolist(), k
+        seen.update(got.tolist())
+    assert seen == {True, False}
