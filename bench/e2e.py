@@ -766,6 +766,15 @@ def report_costs(phases: list[tuple[str, str, dict[str, Any]]]) -> None:
         threads = (r.get("cost") or {}).get("sidecar_threads_ms_per_pod") or {}
         listed = ", ".join(f"{k} {v:.2f}" for k, v in threads.items())
         print(f"{mode:<10} {name:<6} {sum(threads.values()):5.2f}  {listed}")
+    print("context switches per pod (voluntary: a thread waited, e.g. for a message;")
+    print("involuntary: preempted), by process, and the sidecar's by thread:")
+    for mode, name, r in phases:
+        cost = r.get("cost") or {}
+        for key, what in (("switches_per_pod", ""), ("sidecar_thread_switches_per_pod", "sidecar")):
+            counts = dict(cost.get(key) or {})
+            total = counts.pop("total", 0.0)
+            listed = ", ".join(f"{k} {v:.1f}" for k, v in list(counts.items())[:8])
+            print(f"{mode:<10} {name:<6} {what:<8}{total:6.1f}  {listed}")
     print("API writes per pod:")
     for mode, name, r in phases:
         writes = (r.get("cost") or {}).get("writes_per_pod") or {}

@@ -62,6 +62,51 @@ def _ticks(stat_path: str) -> int:
     return int(fields[11]) + int(fields[12])
 
 
+def _switches(status_path: str) -> int:
+    """Voluntary + involuntary context switches of one thread so far (a /proc status
+    file); OSError when it is gone."""
+    total = 0
+    for line in Path(status_path).read_text().splitlines():
+        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+            total += int(line.split()[1])
+    return total
+
+
+def _task_switches(pid: int) -> Iterator[tuple[int, str, int]]:
+    """(tid, thread name, context switches so far) of every thread of ``pid``."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return
+    for tid in tids:
+        try:
+            comm = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+            yield int(tid), comm, _switches(f"/proc/{pid}/task/{tid}/status")
+        except OSError:
+            continue  # the thread ended meanwhile
+
+
+def context_switches(marker: str) -> tuple[Counter[str], Counter[str]]:
+    """Context switches so far (voluntary: a thread blocked, e.g. to wait for a
+    message; involuntary: the kernel preempted it) of every thread of every
+    process whose command line contains ``marker``, by program; and of the
+    sidecar's threads by group (see _thread_group). Each switch is a wake-up or a
+    preemption on 2 shared cores: their count per pod says how many hand-offs
+    between threads and processes a pod costs, beside the CPU."""
+    by_program: Counter[str] = Counter()
+    sidecar: Counter[str] = Counter()
+    me = os.getpid()
+    for pid, args in _processes():
+        if pid != me and marker not in " ".join(args):
+            continue
+        program = "bench (client)" if pid == me else _program(args)
+        for tid, comm, n in _task_switches(pid):
+            by_program[program] += n
+            if program == "sidecar":
+                sidecar[_thread_group(pid, tid, comm)] += n
+    return by_program, sidecar
+
+
 def cpu_ticks(marker: str) -> Counter[str]:
     """User + system CPU so far, in clock ticks (1/HZ s), of every process whose
     command line contains ``marker`` (the cluster's directory), by program; this
@@ -140,6 +185,8 @@ class PhaseCost:
     _cpu: Counter[str] = field(default_factory=Counter)
     _threads: Counter[str] = field(default_factory=Counter)
     _requests: Counter[str] = field(default_factory=Counter)
+    _switches: Counter[str] = field(default_factory=Counter)
+    _sidecar_switches: Counter[str] = field(default_factory=Counter)
     _profile: threading.Thread | None = None
     _profile_path: str = ""
     _profile_error: str = ""
@@ -147,6 +194,7 @@ class PhaseCost:
     def start(self, label: str = "phase") -> None:
         self._cpu = cpu_ticks(self.marker)
         self._threads = sidecar_thread_ticks(self.marker)
+        self._switches, self._sidecar_switches = context_switches(self.marker)
         self._requests = api_requests(self.api)
         if self.profile_dir is not None:
             self.profile_dir.mkdir(parents=True, exist_ok=True)
@@ -171,13 +219,17 @@ class PhaseCost:
 
     def stop(self, pods: int) -> dict[str, Any]:
         """{"cpu_ms_per_pod": {program: ms}, "sidecar_threads_ms_per_pod": {thread: ms},
-        "writes_per_pod": {request: count},
+        "writes_per_pod": {request: count}, "switches_per_pod": {program: count},
+        "sidecar_thread_switches_per_pod": {thread: count},
         "reads_per_pod": {request: count}} (reads: GET, LIST and WATCH requests),
         and with profile_dir {"apiserver_profile": {"path" or "error": ...}}."""
         cpu = cpu_ticks(self.marker)
         cpu.subtract(self._cpu)
         threads = sidecar_thread_ticks(self.marker)
         threads.subtract(self._threads)
+        switches, sidecar_switches = context_switches(self.marker)
+        switches.subtract(self._switches)
+        sidecar_switches.subtract(self._sidecar_switches)
         requests = api_requests(self.api)
         requests.subtract(self._requests)
         profile: dict[str, str] = {}
@@ -210,7 +262,17 @@ class PhaseCost:
             },
             "writes_per_pod": writes,
             "reads_per_pod": reads,
+            "switches_per_pod": _per_pod(switches, pods),
+            "sidecar_thread_switches_per_pod": _per_pod(sidecar_switches, pods),
         }
         if profile:
             out["apiserver_profile"] = profile
         return out
+
+
+def _per_pod(counts: Counter[str], pods: int) -> dict[str, float]:
+    """Counts per pod, largest first, with their total; a thread or process that
+    ended in the phase goes negative, and is left out."""
+    out = {k: round(v / pods, 1) for k, v in counts.most_common() if v > 0}
+    out["total"] = round(sum(v for v in counts.values() if v > 0) / pods, 1)
+    return out
