@@ -20,8 +20,9 @@ decoded), again alternating call by call. Python's gRPC client costs a few
 hundred microseconds per call more than http.client; Go's does not. The Go
 client also times what the shim asks per pod before Reserve: one Filter call
 with_scores (verdicts and scores together), against Filter then Score; and the
-shim's two calls per pod (Filter, Reserve) as unary calls against messages on
-its Cycle stream, with the sidecar's CPU per pod for each.
+shim's two calls per pod (Filter, Reserve) as unary calls, as messages on its
+gRPC Cycle stream, and as the same messages on the sidecar's cycle socket (no
+gRPC), with the sidecar's CPU and context switches per pod for each.
 
 Usage: python bench/grpc_verbs.py [--nodes 1000,5000,10000] [--requests 1000] [--no-go-client]
 Last line: one JSON object with every figure.
@@ -70,7 +71,9 @@ async def _serve(nodes: int, port: int, sock: str) -> None:
     def ready() -> tuple[bool, str]:
         return True, "ok"
 
-    grpc_server = GrpcServer(SchedulerService(ext, 20.0), GrpcOptions(socket=sock), ready)
+    grpc_server = GrpcServer(
+        SchedulerService(ext, 20.0), GrpcOptions(socket=sock, cycle_socket=_cycle(sock)), ready
+    )
     await grpc_server.start()
     config = uvicorn.Config(
         ExtenderApp(ext, ready),
@@ -82,6 +85,11 @@ async def _serve(nodes: int, port: int, sock: str) -> None:
         lifespan="off",
     )
     await uvicorn.Server(config).serve()
+
+
+def _cycle(sock: str) -> str:
+    """The cycle socket beside the gRPC one."""
+    return str(Path(sock).with_name("cycle.sock"))
 
 
 def serve(nodes: int, port: int, sock: str) -> None:
@@ -155,6 +163,7 @@ def go_client(
         f"-nodes={nodes}",
         f"-requests={requests}",
         f"-server-pid={server_pid}",
+        f"-cycle-socket={_cycle(sock)}",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
     if out.returncode != 0:
@@ -236,8 +245,13 @@ def run(nodes: int, requests: int, go_exe: Path | None = None) -> dict[str, Any]
                 for verb in ("filter", "score"):
                     below = go[f"{verb}_grpc_p99_ms"] < go[f"{verb}_http_p99_ms"]
                     res[f"go_{verb}_grpc_p99_below_http"] = below
-                unary, stream = (go[f"pod_calls_{w}_server_cpu_us"] for w in ("unary", "stream"))
+                unary, stream, sock_cpu = (
+                    go[f"pod_calls_{w}_server_cpu_us"] for w in ("unary", "stream", "socket")
+                )
                 res["go_pod_calls_server_cpu_unary_vs_stream"] = unary / stream if stream else None
+                res["go_pod_calls_server_cpu_stream_vs_socket"] = (
+                    stream / sock_cpu if sock_cpu else None
+                )
             return res
         finally:
             proc.terminate()
@@ -321,25 +335,29 @@ def main() -> None:
                 )
             )
         print("Go client, the shim's two calls per pod (Filter with scores, Reserve): unary")
-        print("calls against messages on one Cycle stream, alternating blocks of 50 pods;")
-        print("sidecar CPU per pod over all its threads:")
-        print("{:>6} {:>11} {:>11} {:>12} {:>12} {:>12} {:>13} {:>6}".format(
-            "nodes", "unary p50", "unary p99", "stream p50", "stream p99", "unary CPU",
-            "stream CPU", "ratio"))  # fmt: skip
+        print("calls, messages on one gRPC Cycle stream, and the same messages on the cycle")
+        print("socket (no gRPC), alternating blocks of 50 pods; sidecar CPU and context")
+        print("switches per pod over all its threads:")
+        print("{:>6} {:>7} {:>11} {:>11} {:>11} {:>9} {:>13}".format(
+            "nodes", "calls", "p50", "p99", "CPU", "switches", "CPU ratio"))  # fmt: skip
         for r in results:
-            print(
-                "{:>6} {:>8.3f} ms {:>8.3f} ms {:>9.3f} ms {:>9.3f} ms {:>9.0f} µs {:>10.0f} µs "
-                "{:>6.2f}".format(
-                    r["nodes"],
-                    r["go_pod_calls_unary_p50_ms"],
-                    r["go_pod_calls_unary_p99_ms"],
-                    r["go_pod_calls_stream_p50_ms"],
-                    r["go_pod_calls_stream_p99_ms"],
-                    r["go_pod_calls_unary_server_cpu_us"],
-                    r["go_pod_calls_stream_server_cpu_us"],
-                    r["go_pod_calls_server_cpu_unary_vs_stream"] or 0.0,
+            for way, ratio in (
+                ("unary", r["go_pod_calls_server_cpu_unary_vs_stream"] or 0.0),
+                ("stream", 1.0),
+                ("socket", 1.0 / (r["go_pod_calls_server_cpu_stream_vs_socket"] or 1.0)),
+            ):
+                print(
+                    "{:>6} {:>7} {:>8.3f} ms {:>8.3f} ms {:>8.0f} µs {:>9.1f} {:>9.2f} of "
+                    "stream".format(
+                        r["nodes"],
+                        way,
+                        r[f"go_pod_calls_{way}_p50_ms"],
+                        r[f"go_pod_calls_{way}_p99_ms"],
+                        r[f"go_pod_calls_{way}_server_cpu_us"],
+                        r[f"go_pod_calls_{way}_server_switches"],
+                        ratio,
+                    )
                 )
-            )
     print("milliseconds per call; HTTP score = POST /prioritize; no-op = GET /healthz and")
     print("grpc.health.v1.Health/Check (transport only). Goal (DESIGN.md §5): gRPC Score")
     print("p99 at 5,000 nodes below the HTTP verb's in the same run.")

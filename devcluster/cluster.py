@@ -419,7 +419,9 @@ class Cluster:
 
     def _start_schedulers(self, st: ClusterState, bins: dict[str, Path], kc: Path) -> None:
         if st.mode == "framework":
-            volcano = config.framework_scheduler(kc, f"unix://{st.grpc_socket}")
+            volcano = config.framework_scheduler(
+                kc, f"unix://{st.grpc_socket}", cycle_socket=cycle_socket_path(st.grpc_socket)
+            )
             volcano_bin = bins["kube-scheduler-pyextender"]
         else:
             volcano = config.volcano_scheduler(kc, st.extender_url)
@@ -511,7 +513,14 @@ class Cluster:
         st = self.state
         if st is None:
             raise RuntimeError(f"cluster {self.name!r} is not up")
-        grpc = [f"--grpc-socket={st.grpc_socket}"] if st.grpc_socket else []
+        grpc = (
+            [
+                f"--grpc-socket={st.grpc_socket}",
+                f"--cycle-socket={cycle_socket_path(st.grpc_socket)}",
+            ]
+            if st.grpc_socket
+            else []
+        )
         return self.start_component(
             role, ["serve", f"--port={st.extender_port}", *grpc, *(extra_args or [])], kubeconfig
         )
@@ -593,6 +602,19 @@ def _socket_path(folder: Path) -> str:
         return path
     digest = hashlib.sha256(path.encode()).hexdigest()[:12]
     return f"/tmp/pyextender-{digest}.sock"
+
+
+def cycle_socket_path(grpc_socket: str) -> str:
+    """The sidecar's cycle socket beside its gRPC socket (``cycle.sock`` next to
+    ``grpc.sock``), or a short path in /tmp when that is too long."""
+    if grpc_socket.endswith("/grpc.sock"):
+        path = str(Path(grpc_socket).with_name("cycle.sock"))
+    else:
+        path = grpc_socket.removesuffix(".sock") + "-cycle.sock"
+    if len(path.encode()) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(path.encode()).hexdigest()[:12]
+    return f"/tmp/pyextender-{digest}-cycle.sock"
 
 
 def _terminate(pid: int, sig: int, grace: float = 10.0) -> None:

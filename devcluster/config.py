@@ -82,14 +82,20 @@ KUBE_RESOURCE_SCORES = ("NodeResourcesFit", "NodeResourcesBalancedAllocation")
 what they score, Volcano's nodeorder plugin scores in the sidecar."""
 
 
-def framework_scheduler(kubeconfig_path: Path, grpc_target: str, call_timeout: str = "5s") -> str:
+def framework_scheduler(
+    kubeconfig_path: Path, grpc_target: str, call_timeout: str = "5s", cycle_socket: str = ""
+) -> str:
     """Framework mode: the shim-built kube-scheduler (``kube-scheduler-pyextender``) for
     profile ``volcano``, with our Pyextender plugin at every extension point it
     implements. No extender entry: Filter/Score/Reserve/Permit go to the sidecar
     over gRPC, Permit holds gang members; Pyextender binds the profile's pods (with
     the annotations Reserve chose). kube-scheduler's resource scores are off, so the
-    sidecar's score chooses the node (KUBE_RESOURCE_SCORES).
+    sidecar's score chooses the node (KUBE_RESOURCE_SCORES). With ``cycle_socket``
+    the plugin sends Filter and Reserve to the sidecar's cycle socket there.
     """
+    args = {"target": grpc_target, "callTimeout": call_timeout}
+    if cycle_socket:
+        args["cycleSocket"] = cycle_socket
     doc = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -114,7 +120,7 @@ def framework_scheduler(kubeconfig_path: Path, grpc_target: str, call_timeout: s
                 "pluginConfig": [
                     {
                         "name": "Pyextender",
-                        "args": {"target": grpc_target, "callTimeout": call_timeout},
+                        "args": args,
                     }
                 ],
             }

@@ -336,7 +336,8 @@ class LocalPod:
     ) -> list[str]:
         """In-cluster client config for kube-scheduler: its config file's clientConnection,
         and the delegated authn/authz kubeconfigs it would find in the pod; a plugin's
-        ``unix://`` target in a mounted volume points at that volume's folder."""
+        ``unix://`` target (and ``cycleSocket``) in a mounted volume points at that
+        volume's folder."""
         out = []
         for a in args:
             if a.startswith("--config="):
@@ -345,10 +346,15 @@ class LocalPod:
                 doc.setdefault("clientConnection", {})["kubeconfig"] = str(kc)
                 for profile in doc.get("profiles") or []:
                     for pc in profile.get("pluginConfig") or []:
-                        target = str((pc.get("args") or {}).get("target", ""))
+                        plugin_args = pc.get("args") or {}
+                        target = str(plugin_args.get("target", ""))
                         if target.startswith("unix://"):
                             sock = self._rewrite(target[len("unix://") :], container, mounts)
-                            pc["args"]["target"] = "unix://" + sock
+                            plugin_args["target"] = "unix://" + sock
+                        if plugin_args.get("cycleSocket"):
+                            plugin_args["cycleSocket"] = self._rewrite(
+                                str(plugin_args["cycleSocket"]), container, mounts
+                            )
                 local = self.folder / "kube-scheduler-config.yaml"
                 local.write_text(yaml.safe_dump(doc, sort_keys=False))
                 a = f"--config={local}"

@@ -130,6 +130,30 @@ def _put_varint(value: int) -> bytes:
     return bytes(out)
 
 
+_REFUSED_CODE = 4
+"""CycleResponse.refused_code (field number): the cycle socket's refusal."""
+_REFUSED_MESSAGE = 5
+
+
+def write_refusal(code: grpc.StatusCode, text: str) -> bytes:
+    """A CycleResponse saying the request was refused (the cycle socket's answer
+    where a gRPC stream would end with the status)."""
+    number = code.value[0]
+    message = text.encode()
+    return (
+        _put_varint(_REFUSED_CODE << 3 | _VARINT)
+        + _put_varint(number)
+        + _put_varint(_REFUSED_MESSAGE << 3 | _LEN)
+        + _put_varint(len(message))
+        + message
+    )
+
+
+def delimited(message: bytes) -> bytes:
+    """``message`` preceded by its length as a varint (protobuf's delimited form)."""
+    return _put_varint(len(message)) + message
+
+
 def write_response(call: int, inner: bytes, seq: int) -> bytes:
     """A CycleResponse carrying the reply ``inner`` as field ``call``, echoing ``seq``."""
     head = _put_varint(call << 3 | _LEN) + _put_varint(len(inner))
@@ -148,31 +172,38 @@ class CycleStream:
             CYCLE_RESERVE: metrics.cycle_messages.labels("reserve"),
         }
 
+    async def answer(self, raw: bytes) -> bytes:
+        """The CycleResponse to one CycleRequest's bytes; raises Refused when the
+        request cannot be answered (it does not parse, names no call we serve, or
+        its call refuses it)."""
+        try:
+            call, inner, seq, timeout_ms = read_request(raw)
+        except DecodeError as exc:
+            self.metrics.errors.labels("grpc_cycle", "invalid_argument").inc()
+            raise Refused(
+                grpc.StatusCode.INVALID_ARGUMENT, f"not a valid pyextender.v1.CycleRequest: {exc}"
+            ) from exc
+        answer = self.answers.get(call)
+        if answer is None:
+            self.metrics.errors.labels("grpc_cycle", "invalid_argument").inc()
+            raise Refused(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "pyextender.v1.CycleRequest names no call this sidecar serves "
+                f"(call field {call}; it serves filter (1) and reserve (2))",
+            )
+        self._counted[call].inc()
+        budget = timeout_ms / 1000.0 if timeout_ms else DEFAULT_TIMEOUT_S
+        reply = await answer(inner, MessageDeadline(budget))
+        return write_response(call, reply, seq)
+
     async def serve(self, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
-        self.metrics.cycle_streams.inc()
+        """The gRPC Cycle method: a refusal ends the stream with its status."""
+        self.metrics.cycle_streams.labels("grpc").inc()
         log.debug("a Cycle stream opened")
         async for raw in requests:
             try:
-                call, inner, seq, timeout_ms = read_request(raw)
-            except DecodeError as exc:
-                self.metrics.errors.labels("grpc_cycle", "invalid_argument").inc()
-                why = f"not a valid pyextender.v1.CycleRequest: {exc}"
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
-                return
-            answer = self.answers.get(call)
-            if answer is None:
-                self.metrics.errors.labels("grpc_cycle", "invalid_argument").inc()
-                await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    "pyextender.v1.CycleRequest names no call this sidecar serves "
-                    f"(call field {call}; it serves filter (1) and reserve (2))",
-                )
-                return
-            self._counted[call].inc()
-            budget = timeout_ms / 1000.0 if timeout_ms else DEFAULT_TIMEOUT_S
-            try:
-                reply = await answer(inner, MessageDeadline(budget))
+                reply = await self.answer(raw)
             except Refused as exc:
                 await context.abort(exc.code, exc.text)
                 return
-            yield write_response(call, reply, seq)
+            yield reply

@@ -20,6 +20,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from pyextender.server.cycle_socket import CycleSocket
 from pyextender.server.grpc_service import SERVICE, SchedulerService
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,9 @@ class GrpcOptions:
     tls_cert: str | None = None
     """PEM certificate for TCP (with tls_key); without both, TCP is plaintext."""
     tls_key: str | None = None
+    cycle_socket: str | None = None
+    """Unix socket path for the Cycle messages without gRPC (pyextender.server.
+    cycle_socket); None for none. Beside a gRPC listener, never instead of one."""
 
     @property
     def enabled(self) -> bool:
@@ -96,6 +100,7 @@ class GrpcServer:
         self.server: grpc.aio.Server | None = None
         self.addresses: list[str] = []
         self._health_task: asyncio.Task[None] | None = None
+        self.cycle: CycleSocket | None = None
 
     async def start(self) -> list[str]:
         server = grpc.aio.server(
@@ -113,6 +118,14 @@ class GrpcServer:
         self.addresses = _bind(server, self.opts)
         await server.start()
         self.server = server
+        if self.opts.cycle_socket:
+            self.cycle = CycleSocket(
+                self.opts.cycle_socket,
+                self.service.cycle_stream,
+                self.service.ext.metrics,
+                MAX_MESSAGE_BYTES,
+            )
+            self.addresses.append(await self.cycle.start())
         self._health_task = asyncio.create_task(_follow_readiness(checker, self.ready))
         log.info("serving gRPC %s on %s", SERVICE, ", ".join(self.addresses))
         return self.addresses
@@ -120,6 +133,9 @@ class GrpcServer:
     async def stop(self, grace: float = 1.0) -> None:
         if self._health_task is not None:
             self._health_task.cancel()
+        if self.cycle is not None:
+            await self.cycle.stop()
+            self.cycle = None
         if self.server is not None:
             await self.server.stop(grace)
         if self.opts.socket and os.path.exists(self.opts.socket):

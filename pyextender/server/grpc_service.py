@@ -558,9 +558,14 @@ class SchedulerService:
             for name, spec in methods.items()
         }
         handlers["WatchReleased"] = grpc.unary_stream_rpc_method_handler(self.released.watch)
-        # the cycle's calls as stream messages: their own parsers (the Filter name
-        # memo follows one stream of requests) and the same metrics labels
-        cycle = CycleStream(
+        handlers["Cycle"] = grpc.stream_stream_rpc_method_handler(self.cycle_stream().serve)
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+    def cycle_stream(self) -> CycleStream:
+        """The cycle's calls as messages (the gRPC Cycle method, or a connection to
+        the cycle socket): their own parsers (the Filter name memo follows one
+        sequence of requests) and the unary methods' metrics labels."""
+        return CycleStream(
             {
                 CYCLE_FILTER: self._answerer(
                     "Filter", self.filter, BatchParser(pb.FilterRequest), pb.FilterResponse
@@ -571,8 +576,6 @@ class SchedulerService:
             },
             self.ext.metrics,
         )
-        handlers["Cycle"] = grpc.stream_stream_rpc_method_handler(cycle.serve)
-        return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def _wrap(
         self,

@@ -41,7 +41,10 @@ class Metrics:
         )
         self.cycle_streams = Counter(
             "pyextender_grpc_cycle_streams_total",
-            "Cycle streams opened by the shim (it keeps one open: more mean reconnects).",
+            "Cycle streams opened by the shim, by transport: grpc (the Cycle method) or "
+            "socket (a connection to the cycle socket). It keeps one open: more mean "
+            "reconnects.",
+            ["transport"],
             registry=r,
         )
         self.cycle_messages = Counter(

@@ -7,20 +7,26 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -34,14 +40,15 @@ func main() {
 	nodes := flag.Int("nodes", 1000, "node names node-00000 ... to send")
 	requests := flag.Int("requests", 1000, "measured calls per verb and front end")
 	serverPid := flag.Int("server-pid", 0, "the sidecar's process, for its CPU per call (0: not measured)")
+	cycleSocket := flag.String("cycle-socket", "", "the sidecar's cycle socket: also time the two calls there")
 	flag.Parse()
-	if err := run(*base, *target, *podFile, *nodes, *requests, *serverPid); err != nil {
+	if err := run(*base, *target, *podFile, *cycleSocket, *nodes, *requests, *serverPid); err != nil {
 		fmt.Fprintln(os.Stderr, "benchclient:", err)
 		os.Exit(1)
 	}
 }
 
-func run(base, target, podFile string, n, requests, serverPid int) error {
+func run(base, target, podFile, cycleSocket string, n, requests, serverPid int) error {
 	raw, err := os.ReadFile(podFile)
 	if err != nil {
 		return err
@@ -137,16 +144,17 @@ func run(base, target, podFile string, n, requests, serverPid int) error {
 			out[verb+"_"+name+"_p99_ms"] = percentile(lat[front], 99)
 		}
 	}
-	if err := streamVsUnary(client, ref, names, requests, serverPid, out); err != nil {
+	if err := streamVsUnary(client, ref, names, requests, serverPid, cycleSocket, out); err != nil {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
 }
 
 // streamVsUnary times the shim's two calls per pod, Filter (with scores) and
-// Reserve, as unary calls and as messages on one Cycle stream, in alternating
-// blocks, with the sidecar's CPU per pod (all its threads) when serverPid is set.
-func streamVsUnary(client pb.SchedulerClient, ref *pb.PodRef, names []string, requests, serverPid int, out map[string]float64) error {
+// Reserve, as unary calls, as messages on one Cycle stream and (with socket set)
+// as the same messages on the cycle socket, in alternating blocks, with the
+// sidecar's CPU and context switches per pod (all its threads) when serverPid is set.
+func streamVsUnary(client pb.SchedulerClient, ref *pb.PodRef, names []string, requests, serverPid int, socket string, out map[string]float64) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream, err := client.Cycle(ctx)
@@ -156,19 +164,31 @@ func streamVsUnary(client pb.SchedulerClient, ref *pb.PodRef, names []string, re
 	filter := &pb.FilterRequest{Pod: ref, NodeNames: names, WithScores: true}
 	reserve := &pb.ReserveRequest{Pod: ref, NodeName: names[0]}
 	var seq uint64
-	exchange := func(req *pb.CycleRequest) error {
+	exchange := func(send func(*pb.CycleRequest) error, recv func() (*pb.CycleResponse, error), req *pb.CycleRequest) error {
 		seq++
 		req.Seq = seq
-		if err := stream.Send(req); err != nil {
+		if err := send(req); err != nil {
 			return err
 		}
-		reply, err := stream.Recv()
+		reply, err := recv()
+		if err == nil && reply.GetRefusedCode() != 0 {
+			err = fmt.Errorf("refused (code %d): %s", reply.GetRefusedCode(), reply.GetRefusedMessage())
+		}
 		if err == nil && reply.GetSeq() != seq {
 			err = fmt.Errorf("Cycle answered %d to %d", reply.GetSeq(), seq)
 		}
 		return err
 	}
-	ways := [2]func() error{
+	pair := func(send func(*pb.CycleRequest) error, recv func() (*pb.CycleResponse, error)) func() error {
+		return func() error {
+			if err := exchange(send, recv, &pb.CycleRequest{Call: &pb.CycleRequest_Filter{Filter: filter}}); err != nil {
+				return err
+			}
+			return exchange(send, recv, &pb.CycleRequest{Call: &pb.CycleRequest_Reserve{Reserve: reserve}})
+		}
+	}
+	names3 := []string{"unary", "stream"}
+	ways := []func() error{
 		func() error {
 			if _, err := client.Filter(ctx, filter); err != nil {
 				return err
@@ -176,23 +196,50 @@ func streamVsUnary(client pb.SchedulerClient, ref *pb.PodRef, names []string, re
 			_, err := client.Reserve(ctx, reserve)
 			return err
 		},
-		func() error {
-			if err := exchange(&pb.CycleRequest{Call: &pb.CycleRequest_Filter{Filter: filter}}); err != nil {
+		pair(stream.Send, stream.Recv),
+	}
+	if socket != "" {
+		conn, err := net.Dial("unix", socket)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		r := bufio.NewReader(conn)
+		var buf []byte
+		send := func(req *pb.CycleRequest) error {
+			buf = protowire.AppendVarint(buf[:0], uint64(proto.Size(req)))
+			if buf, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(buf, req); err != nil {
 				return err
 			}
-			return exchange(&pb.CycleRequest{Call: &pb.CycleRequest_Reserve{Reserve: reserve}})
-		},
+			_, err := conn.Write(buf)
+			return err
+		}
+		recv := func() (*pb.CycleResponse, error) {
+			n, err := binary.ReadUvarint(r)
+			if err != nil {
+				return nil, err
+			}
+			body := make([]byte, n)
+			if _, err := io.ReadFull(r, body); err != nil {
+				return nil, err
+			}
+			reply := &pb.CycleResponse{}
+			return reply, proto.Unmarshal(body, reply)
+		}
+		ways = append(ways, pair(send, recv))
+		names3 = append(names3, "socket")
 	}
 	const block = 50
-	var lat [2][]float64
-	var cpu [2]time.Duration
+	lat := make([][]float64, len(ways))
+	cpu := make([]time.Duration, len(ways))
+	switches := make([]int64, len(ways))
 	for i := 0; i < requests+requests/10; i += block {
 		for way, call := range ways {
-			before := processCPU(serverPid)
+			before, beforeSw := processCPU(serverPid), processSwitches(serverPid)
 			for j := 0; j < block; j++ {
 				t0 := time.Now()
 				if err := call(); err != nil {
-					return err
+					return fmt.Errorf("%s: %w", names3[way], err)
 				}
 				if i >= requests/10 {
 					lat[way] = append(lat[way], float64(time.Since(t0).Microseconds())/1000)
@@ -200,18 +247,45 @@ func streamVsUnary(client pb.SchedulerClient, ref *pb.PodRef, names []string, re
 			}
 			if i >= requests/10 {
 				cpu[way] += processCPU(serverPid) - before
+				switches[way] += processSwitches(serverPid) - beforeSw
 			}
 		}
 	}
-	for way, name := range []string{"unary", "stream"} {
+	for way, name := range names3 {
 		sort.Float64s(lat[way])
 		out["pod_calls_"+name+"_p50_ms"] = percentile(lat[way], 50)
 		out["pod_calls_"+name+"_p99_ms"] = percentile(lat[way], 99)
 		if serverPid > 0 && len(lat[way]) > 0 {
 			out["pod_calls_"+name+"_server_cpu_us"] = float64(cpu[way].Microseconds()) / float64(len(lat[way]))
+			out["pod_calls_"+name+"_server_switches"] = float64(switches[way]) / float64(len(lat[way]))
 		}
 	}
 	return nil
+}
+
+// processSwitches is the context switches (voluntary and not) of the process's
+// threads so far (/proc/PID/task/*/status); 0 without a pid.
+func processSwitches(pid int) int64 {
+	if pid <= 0 {
+		return 0
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var total int64
+	for _, path := range tasks {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "voluntary_ctxt_switches:") || strings.HasPrefix(line, "nonvoluntary_ctxt_switches:") {
+				var n int64
+				if _, err := fmt.Sscan(strings.TrimSpace(line[strings.Index(line, ":")+1:]), &n); err == nil {
+					total += n
+				}
+			}
+		}
+	}
+	return total
 }
 
 // processCPU is the CPU time the process has used so far, summed over its

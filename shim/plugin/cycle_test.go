@@ -1,8 +1,11 @@
 package plugin
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +18,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	pb "pyextender.io/shim/gen/pyextender/v1"
 )
@@ -95,7 +100,7 @@ func cycleRig(t *testing.T, srv *cycleServer) *Pyextender {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	client := pb.NewSchedulerClient(conn)
-	p := &Pyextender{client: client, cycle: newCycleStream(ctx, client), timeout: time.Second}
+	p := &Pyextender{client: client, cycle: newCycleStream(ctx, client, ""), timeout: time.Second}
 	t.Cleanup(func() {
 		p.cycle.close()
 		cancel()
@@ -151,7 +156,7 @@ func TestASidecarWithoutCycleGetsUnaryCallsAndIsAskedAgainLater(t *testing.T) {
 	p.cycle.now = func() time.Time { return now }
 	opened := 0
 	open := p.cycle.open
-	p.cycle.open = func(ctx context.Context) (pb.Scheduler_CycleClient, error) {
+	p.cycle.open = func(ctx context.Context) (cycleConn, error) {
 		opened++
 		return open(ctx)
 	}
@@ -260,7 +265,7 @@ func TestASidecarThatIsDownIsUnavailableOnTheStreamAsOnUnaryCalls(t *testing.T) 
 	}
 	defer conn.Close()
 	client := pb.NewSchedulerClient(conn)
-	p := &Pyextender{client: client, cycle: newCycleStream(context.Background(), client), timeout: time.Second}
+	p := &Pyextender{client: client, cycle: newCycleStream(context.Background(), client, ""), timeout: time.Second}
 	for i := 0; i < 2; i++ {
 		if _, err := askFilter(p); status.Code(err) != codes.Unavailable {
 			t.Fatalf("call %d: %v, want Unavailable", i, err)
@@ -268,5 +273,163 @@ func TestASidecarThatIsDownIsUnavailableOnTheStreamAsOnUnaryCalls(t *testing.T) 
 	}
 	if !p.cycle.unaryUntil.IsZero() {
 		t.Error("a sidecar that is down was taken for one without Cycle")
+	}
+}
+
+// socketServer is a sidecar's cycle socket: delimited CycleRequests in,
+// delimited CycleResponses out. refuse, when set, refuses the nth request of a
+// connection (0-based) with that code and closes the connection.
+type socketServer struct {
+	lis    net.Listener
+	conns  atomic.Int32
+	mu     sync.Mutex
+	seen   []uint64
+	refuse map[int]codes.Code
+}
+
+func startSocketServer(t *testing.T, path string, refuse map[int]codes.Code) *socketServer {
+	t.Helper()
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &socketServer{lis: lis, refuse: refuse}
+	t.Cleanup(func() { lis.Close() })
+	go func() {
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			s.conns.Add(1)
+			go s.serve(conn)
+		}
+	}()
+	return s
+}
+
+func (s *socketServer) serve(conn net.Conn) {
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	for n := 0; ; n++ {
+		size, err := readUvarint(r)
+		if err != nil {
+			return
+		}
+		body := make([]byte, size)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		req := &pb.CycleRequest{}
+		if err := proto.Unmarshal(body, req); err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.seen = append(s.seen, req.Seq)
+		s.mu.Unlock()
+		reply := &pb.CycleResponse{Seq: req.Seq}
+		code, refused := s.refuse[n]
+		switch call := req.Call.(type) {
+		case *pb.CycleRequest_Filter:
+			reply.Reply = &pb.CycleResponse_Filter{Filter: &pb.FilterResponse{
+				Status: &pb.Status{}, Codes: make([]byte, len(call.Filter.NodeNames)), Pick: "socket"}}
+		case *pb.CycleRequest_Reserve:
+			reply.Reply = &pb.CycleResponse_Reserve{Reserve: &pb.ReserveResponse{
+				Status: &pb.Status{}, Annotations: map[string]string{"via": "socket"}}}
+		}
+		if refused {
+			reply = &pb.CycleResponse{RefusedCode: uint32(code), RefusedMessage: "refused for the test"}
+		}
+		out, _ := proto.Marshal(reply)
+		if _, err := conn.Write(append(protowire.AppendVarint(nil, uint64(len(out))), out...)); err != nil || refused {
+			return
+		}
+	}
+}
+
+// socketRig is cycleRig with the cycle socket at path (it may not exist yet).
+func socketRig(t *testing.T, srv *cycleServer, path string) *Pyextender {
+	t.Helper()
+	p := cycleRig(t, srv)
+	p.cycle.dial, p.cycle.socketPath = dialCycleSocket(path), path
+	return p
+}
+
+func TestFilterAndReserveGoOnTheCycleSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cycle.sock")
+	sock := startSocketServer(t, path, nil)
+	srv := &cycleServer{}
+	srv.cycle.Store(true)
+	p := socketRig(t, srv, path)
+	for i := 0; i < 3; i++ {
+		if f, err := askFilter(p); err != nil || f.Pick != "socket" {
+			t.Fatalf("filter %d: %v %v", i, f, err)
+		}
+		if r, err := askReserve(p); err != nil || r.Annotations["via"] != "socket" {
+			t.Fatalf("reserve %d: %v %v", i, r, err)
+		}
+	}
+	if sock.conns.Load() != 1 || srv.streams.Load() != 0 || srv.unary.Load() != 0 {
+		t.Errorf("%d socket connections, %d gRPC streams, %d unary calls; want 1, 0, 0",
+			sock.conns.Load(), srv.streams.Load(), srv.unary.Load())
+	}
+	sock.mu.Lock()
+	defer sock.mu.Unlock()
+	if want := []uint64{1, 2, 3, 4, 5, 6}; !slices.Equal(sock.seen, want) {
+		t.Errorf("seq %v, want %v", sock.seen, want)
+	}
+}
+
+func TestARefusalOnTheCycleSocketIsItsStatusAndTheNextCallReconnects(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cycle.sock")
+	sock := startSocketServer(t, path, map[int]codes.Code{1: codes.InvalidArgument})
+	p := socketRig(t, &cycleServer{}, path)
+	if _, err := askFilter(p); err != nil {
+		t.Fatal(err)
+	}
+	_, err := askReserve(p)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "refused for the test") {
+		t.Fatalf("refusal: %v", err)
+	}
+	if f, err := askFilter(p); err != nil || f.Pick != "socket" {
+		t.Fatalf("after the refusal: %v %v", f, err)
+	}
+	if sock.conns.Load() != 2 {
+		t.Errorf("%d connections, want 2 (a new one after the refusal)", sock.conns.Load())
+	}
+}
+
+func TestAnUnreachableCycleSocketFallsBackToTheStreamUntilTriedAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cycle.sock")
+	srv := &cycleServer{}
+	srv.cycle.Store(true)
+	p := socketRig(t, srv, path) // nothing listens there yet
+	now := time.Now()
+	p.cycle.now = func() time.Time { return now }
+	dials := 0
+	dial := p.cycle.dial
+	p.cycle.dial = func(ctx context.Context) (cycleConn, error) {
+		dials++
+		return dial(ctx)
+	}
+	for i := 0; i < 3; i++ {
+		if f, err := askFilter(p); err != nil || f.Pick != "stream" {
+			t.Fatalf("filter %d: %v %v", i, f, err)
+		}
+	}
+	if dials != 1 || srv.streams.Load() != 1 {
+		t.Fatalf("%d dials and %d streams, want 1 and 1", dials, srv.streams.Load())
+	}
+	// the socket appears (a sidecar upgraded); the open stream keeps serving until
+	// it ends, and after cycleRetry the next connection tries the socket again
+	sock := startSocketServer(t, path, nil)
+	p.cycle.close()
+	if f, err := askFilter(p); err != nil || f.Pick != "stream" || dials != 1 {
+		t.Fatalf("before %v: %v %v (dials %d)", cycleRetry, f, err, dials)
+	}
+	p.cycle.close()
+	now = now.Add(cycleRetry + time.Second)
+	if f, err := askFilter(p); err != nil || f.Pick != "socket" || dials != 2 || sock.conns.Load() != 1 {
+		t.Fatalf("after %v: %v %v (dials %d)", cycleRetry, f, err, dials)
 	}
 }

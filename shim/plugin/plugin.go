@@ -90,6 +90,11 @@ type Args struct {
 	CallTimeout metav1.Duration `json:"callTimeout,omitempty"`
 	// SchedulerName of the pods we forward (default: the profile's name).
 	SchedulerName string `json:"schedulerName,omitempty"`
+	// CycleSocket is the path of the sidecar's cycle socket (its --cycle-socket):
+	// Filter and Reserve go there, as Cycle messages without gRPC. Empty: on the
+	// gRPC Cycle stream. Unreachable: on the gRPC stream for 5 minutes, then
+	// tried again.
+	CycleSocket string `json:"cycleSocket,omitempty"`
 }
 
 // Pyextender implements the framework extension points by asking the sidecar.
@@ -168,7 +173,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		schedulerName: args.SchedulerName,
 		gangWaits:     newGangWaits(time.Now),
 	}
-	p.cycle = newCycleStream(ctx, p.client)
+	p.cycle = newCycleStream(ctx, p.client, args.CycleSocket)
 	p.turnedDown.max = maxTurnedDown
 	if err := p.watchDeletes(h); err != nil {
 		return nil, fmt.Errorf("%s: pod informer: %w", Name, err)

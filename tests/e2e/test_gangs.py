@@ -162,6 +162,12 @@ def test_gang_all_or_nothing(env: Env) -> None:
                 if k.startswith("pyextender_verb_requests_total{") and f'verb="grpc_{call}"' in k
             )
             assert streamed >= 8 and streamed == answered, (call, streamed, answered)
+        # on the cycle socket (devcluster passes it to both sides), not the gRPC stream
+        opened = {
+            t: counters.get(f'pyextender_grpc_cycle_streams_total{{transport="{t}"}}', 0.0)
+            for t in ("socket", "grpc")
+        }
+        assert opened["socket"] >= 1 and opened["grpc"] == 0, opened
 
 
 def test_a_pod_without_a_podgroup_goes_through_the_sidecar(env: Env) -> None:

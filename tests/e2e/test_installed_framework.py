@@ -109,6 +109,10 @@ def test_kube_scheduler_is_the_plugin_build_on_the_pod_socket(installed: Release
     # both containers name the same file of the Pod's shared emptyDir, and it is there
     assert target == f"unix://{sock}", (target, sock)
     assert Path(sock).is_socket()
+    # and so for the cycle socket (Filter and Reserve), beside it
+    cycle = next(a.split("=", 1)[1] for a in sidecar if a.startswith("--cycle-socket="))
+    assert plugin["args"]["cycleSocket"] == cycle, (plugin["args"], cycle)
+    assert Path(cycle).is_socket() and Path(cycle).parent == Path(sock).parent
 
 
 def test_adopted_gang_waits_at_the_barrier_then_binds_whole(

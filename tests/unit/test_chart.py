@@ -200,6 +200,10 @@ def test_framework_mode_runs_the_plugin_build_on_a_pod_socket() -> None:
     target = plugin["args"]["target"]
     sock = next(a.split("=", 1)[1] for a in sidecar["args"] if a.startswith("--grpc-socket="))
     assert target == f"unix://{sock}"
+    # Filter and Reserve on the cycle socket, which the sidecar serves beside it
+    cycle = next(a.split("=", 1)[1] for a in sidecar["args"] if a.startswith("--cycle-socket="))
+    assert plugin["args"]["cycleSocket"] == cycle and cycle != sock
+    assert cycle.rsplit("/", 1)[0] == sock.rsplit("/", 1)[0]
     # the socket's folder is one emptyDir both containers mount, and nothing else is there
     mounts = [
         {m["name"] for m in c["volumeMounts"] if sock.startswith(m["mountPath"] + "/")}

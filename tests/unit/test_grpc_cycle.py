@@ -89,7 +89,7 @@ def test_filter_and_reserve_on_the_stream_answer_as_the_unary_calls(sc: Sidecar)
     # logged as over unary calls
     assert _count(sc, "grpc_filter") == 3 and _count(sc, "grpc_reserve") == 2
     metrics = sc.ext.metrics
-    assert metrics.cycle_streams._value.get() == 1
+    assert metrics.cycle_streams.labels("grpc")._value.get() == 1
     assert metrics.cycle_messages.labels("filter")._value.get() == 2  # and one unary call
     assert metrics.cycle_messages.labels("reserve")._value.get() == 2
     verbs = [(d["verb"], d.get("result")) for d in sc.ext.decisions if d["pod"] == "ns/g-0"]

@@ -78,7 +78,7 @@ def _rejected(reply: Any, names: list[str]) -> dict[str, tuple[int, str]]:
 class Sidecar:
     """An Extender and its gRPC server on a loop in a background thread."""
 
-    def __init__(self, socket: Path) -> None:
+    def __init__(self, socket: Path, cycle_socket: Path | None = None) -> None:
         self.cache = ClusterCache()
         self.cache.replace_nodes([_node("n8", 8), _node("n4", 4)])
         self.cache.replace_pods([])
@@ -93,7 +93,9 @@ class Sidecar:
         self.service = SchedulerService(self.ext, GANG_TIMEOUT, self.annotate, GANG_MAX_WAIT)
         self.server = GrpcServer(
             self.service,
-            GrpcOptions(socket=str(socket)),
+            GrpcOptions(
+                socket=str(socket), cycle_socket=str(cycle_socket) if cycle_socket else None
+            ),
             lambda: (self.ready, "test"),
         )
         self.loop = asyncio.new_event_loop()
