@@ -115,6 +115,12 @@ func readUvarint(r io.ByteReader) (uint64, error) {
 // (the sidecar may have been upgraded meanwhile).
 const cycleRetry = 5 * time.Minute
 
+// socketRetry is how long the shim uses the gRPC Cycle stream after the cycle
+// socket could not be reached (a sidecar restarting, or one without the
+// socket) before it dials the socket again: a failed dial of a Unix socket
+// costs microseconds, and a restarted sidecar's socket is back in seconds.
+const socketRetry = 10 * time.Second
+
 // errNoCycle: the sidecar does not serve Cycle; make the unary call.
 var errNoCycle = errors.New("the sidecar does not serve Cycle")
 
@@ -129,7 +135,7 @@ type cycleStream struct {
 	mu   sync.Mutex
 	open func(ctx context.Context) (cycleConn, error) // the gRPC Cycle stream
 	// dial connects to the cycle socket (nil: none configured); tried before
-	// the gRPC stream, unless it failed to connect less than cycleRetry ago
+	// the gRPC stream, unless it failed to connect less than socketRetry ago
 	dial       func(ctx context.Context) (cycleConn, error)
 	socketPath string
 	grpcUntil  time.Time
@@ -158,16 +164,16 @@ func newCycleStream(base context.Context, client pb.SchedulerClient, socket stri
 }
 
 // connect opens the cycle socket when there is one (falling back to the gRPC
-// stream for cycleRetry when it cannot be reached), else the gRPC stream.
+// stream for socketRetry when it cannot be reached), else the gRPC stream.
 func (c *cycleStream) connect(ctx context.Context) (cycleConn, error) {
 	if c.dial != nil && !c.now().Before(c.grpcUntil) {
 		conn, err := c.dial(ctx)
 		if err == nil {
 			return conn, nil
 		}
-		c.grpcUntil = c.now().Add(cycleRetry)
+		c.grpcUntil = c.now().Add(socketRetry)
 		klog.FromContext(ctx).Info("pyextender: the sidecar's cycle socket cannot be reached; "+
-			"using the gRPC Cycle stream meanwhile", "socket", c.socketPath, "retryIn", cycleRetry, "err", err)
+			"using the gRPC Cycle stream meanwhile", "socket", c.socketPath, "retryIn", socketRetry, "err", err)
 	}
 	return c.open(ctx)
 }

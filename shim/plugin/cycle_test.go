@@ -420,16 +420,16 @@ func TestAnUnreachableCycleSocketFallsBackToTheStreamUntilTriedAgain(t *testing.
 	if dials != 1 || srv.streams.Load() != 1 {
 		t.Fatalf("%d dials and %d streams, want 1 and 1", dials, srv.streams.Load())
 	}
-	// the socket appears (a sidecar upgraded); the open stream keeps serving until
-	// it ends, and after cycleRetry the next connection tries the socket again
+	// the socket appears (a sidecar restarted); the open stream keeps serving until
+	// it ends, and after socketRetry the next connection tries the socket again
 	sock := startSocketServer(t, path, nil)
 	p.cycle.close()
 	if f, err := askFilter(p); err != nil || f.Pick != "stream" || dials != 1 {
-		t.Fatalf("before %v: %v %v (dials %d)", cycleRetry, f, err, dials)
+		t.Fatalf("before %v: %v %v (dials %d)", socketRetry, f, err, dials)
 	}
 	p.cycle.close()
-	now = now.Add(cycleRetry + time.Second)
+	now = now.Add(socketRetry + time.Second)
 	if f, err := askFilter(p); err != nil || f.Pick != "socket" || dials != 2 || sock.conns.Load() != 1 {
-		t.Fatalf("after %v: %v %v (dials %d)", cycleRetry, f, err, dials)
+		t.Fatalf("after %v: %v %v (dials %d)", socketRetry, f, err, dials)
 	}
 }

@@ -92,8 +92,8 @@ type Args struct {
 	SchedulerName string `json:"schedulerName,omitempty"`
 	// CycleSocket is the path of the sidecar's cycle socket (its --cycle-socket):
 	// Filter and Reserve go there, as Cycle messages without gRPC. Empty: on the
-	// gRPC Cycle stream. Unreachable: on the gRPC stream for 5 minutes, then
-	// tried again.
+	// gRPC Cycle stream. Unreachable (a sidecar restarting, or one without the
+	// socket): on the gRPC stream, and the socket is dialled again after 10 s.
 	CycleSocket string `json:"cycleSocket,omitempty"`
 }
 
