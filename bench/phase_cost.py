@@ -13,7 +13,7 @@ import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,8 +72,9 @@ def _switches(status_path: str) -> int:
     return total
 
 
-def _task_switches(pid: int) -> Iterator[tuple[int, str, int]]:
-    """(tid, thread name, context switches so far) of every thread of ``pid``."""
+def _tasks(pid: int, read: Callable[[str], int]) -> Iterator[tuple[int, str, int]]:
+    """(tid, thread name, ``read`` of the thread's /proc folder) of every thread of
+    ``pid`` that is still there."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -81,9 +82,9 @@ def _task_switches(pid: int) -> Iterator[tuple[int, str, int]]:
     for tid in tids:
         try:
             comm = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-            yield int(tid), comm, _switches(f"/proc/{pid}/task/{tid}/status")
+            yield int(tid), comm, read(f"/proc/{pid}/task/{tid}")
         except OSError:
-            continue  # the thread ended meanwhile
+            continue  # the thread ended meanwhile (its counts are lost: small)
 
 
 def context_switches(marker: str) -> tuple[Counter[str], Counter[str]]:
@@ -100,7 +101,7 @@ def context_switches(marker: str) -> tuple[Counter[str], Counter[str]]:
         if pid != me and marker not in " ".join(args):
             continue
         program = "bench (client)" if pid == me else _program(args)
-        for tid, comm, n in _task_switches(pid):
+        for tid, comm, n in _tasks(pid, lambda task: _switches(f"{task}/status")):
             by_program[program] += n
             if program == "sidecar":
                 sidecar[_thread_group(pid, tid, comm)] += n
@@ -139,17 +140,8 @@ def sidecar_thread_ticks(marker: str) -> Counter[str]:
     for pid, args in _processes():
         if marker not in " ".join(args) or _program(args) != "sidecar":
             continue
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                comm = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-                ticks = _ticks(f"/proc/{pid}/task/{tid}/stat")
-            except OSError:
-                continue  # the thread ended meanwhile (its ticks are lost: small)
-            out[_thread_group(pid, int(tid), comm)] += ticks
+        for tid, comm, ticks in _tasks(pid, lambda task: _ticks(f"{task}/stat")):
+            out[_thread_group(pid, tid, comm)] += ticks
     return out
 
 

@@ -267,13 +267,18 @@ def test_a_pick_that_never_reached_reserve_is_not_repeated_until_the_pod_is_rese
     assert _picks(sc) == {"picked": 2.0, "not_reserved": 2.0}
 
 
-def _picks(sc: Sidecar) -> dict[str, float]:
+def _counts(counter: Any, name: str, label: str) -> dict[str, float]:
+    """A labelled counter's non-zero values by its one label."""
     counts: dict[str, float] = {}
-    for metric in sc.ext.metrics.picks.collect():
+    for metric in counter.collect():
         for sample in metric.samples:
-            if sample.name == "pyextender_picks_total" and sample.value:
-                counts[sample.labels["result"]] = sample.value
+            if sample.name == name and sample.value:
+                counts[sample.labels[label]] = sample.value
     return counts
+
+
+def _picks(sc: Sidecar) -> dict[str, float]:
+    return _counts(sc.ext.metrics.picks, "pyextender_picks_total", "result")
 
 
 def test_batch_parser_keeps_the_with_scores_flag_of_a_cached_list() -> None:
@@ -677,12 +682,7 @@ async def _apply(sc: Sidecar, fn: Any) -> None:
 
 
 def _reserve_checks(sc: Sidecar) -> dict[str, float]:
-    counts: dict[str, float] = {}
-    for metric in sc.ext.metrics.reserve_checks.collect():
-        for sample in metric.samples:
-            if sample.name == "pyextender_reserve_checks_total" and sample.value:
-                counts[sample.labels["check"]] = sample.value
-    return counts
+    return _counts(sc.ext.metrics.reserve_checks, "pyextender_reserve_checks_total", "check")
 
 
 def _filter_runs(sc: Sidecar) -> float:
