@@ -31,7 +31,7 @@ from rich.live import Live
 from rich.table import Table
 
 from devcluster.build import KUBE_VERSION, binary_path
-from devcluster.cluster import MODES, Cluster, ClusterState
+from devcluster.cluster import MODES, Cluster, ClusterState, cycle_socket_path
 from devcluster.controllers import enable_controllers
 from devcluster.kwok_stages import DURATION_ANNOTATION
 from devcluster.nodes import NodeShape
@@ -230,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "framework":
         console.print(
             f"[bold]sidecar ready[/] (framework mode: kube-scheduler-pyextender calls it over "
-            f"gRPC at {st.grpc_socket}; HTTP at {st.extender_url} for /metrics and /debug)"
+            f"gRPC at {st.grpc_socket}, Filter and Reserve on the cycle socket "
+            f"{cycle_socket_path(st.grpc_socket)}; HTTP at {st.extender_url} for /metrics and "
+            "/debug)"
         )
     else:
         console.print(f"[bold]sidecar ready[/] at {st.extender_url}")
