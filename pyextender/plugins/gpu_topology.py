@@ -116,10 +116,9 @@ class GpuTopology:
         short = res.domains == 0
         codes[short] = Code.UNSCHEDULABLE
         reason_ids[short] = 1
-        if self.args.single_domain:
-            split = res.domains > 1
-            codes[split] = Code.UNSCHEDULABLE
-            reason_ids[split] = 2
+        split = res.domains > 1
+        codes[split] = Code.UNSCHEDULABLE
+        reason_ids[split] = 2
         return FilterResult(codes=codes, reason_ids=reason_ids, reasons=reasons)
 
     def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:

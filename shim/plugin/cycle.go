@@ -3,6 +3,7 @@ package plugin
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -64,13 +65,10 @@ func (s *socketConn) Send(req *pb.CycleRequest) error {
 	return err
 }
 
-// varintMax is the longest varint (bytes).
-const varintMax = 10
-
 // Recv reads one reply. A refusal (refused_code) becomes its gRPC status error,
 // as a gRPC stream that the sidecar ended with it.
 func (s *socketConn) Recv() (*pb.CycleResponse, error) {
-	n, err := readUvarint(s.r)
+	n, err := binary.ReadUvarint(s.r) // io.EOF: the sidecar closed it between messages
 	if err != nil {
 		return nil, err
 	}
@@ -89,25 +87,6 @@ func (s *socketConn) Recv() (*pb.CycleResponse, error) {
 		return nil, status.Error(codes.Code(c), reply.GetRefusedMessage())
 	}
 	return reply, nil
-}
-
-// readUvarint reads a varint length; io.EOF when the sidecar closed between messages.
-func readUvarint(r io.ByteReader) (uint64, error) {
-	var v uint64
-	for i := 0; i < varintMax; i++ {
-		b, err := r.ReadByte()
-		if err != nil {
-			if i > 0 && err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return 0, err
-		}
-		v |= uint64(b&0x7f) << (7 * i)
-		if b < 0x80 {
-			return v, nil
-		}
-	}
-	return 0, status.Error(codes.Internal, "an overlong length on the cycle socket")
 }
 
 // cycleRetry is how long the shim makes unary calls after a sidecar answered

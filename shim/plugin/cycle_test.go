@@ -3,6 +3,7 @@ package plugin
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"io"
 	"net"
 	"path/filepath"
@@ -312,7 +313,7 @@ func (s *socketServer) serve(conn net.Conn) {
 	defer conn.Close()
 	r := bufio.NewReader(conn)
 	for n := 0; ; n++ {
-		size, err := readUvarint(r)
+		size, err := binary.ReadUvarint(r)
 		if err != nil {
 			return
 		}
