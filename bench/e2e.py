@@ -29,8 +29,11 @@ v1.10.0, built from the volcano.sh/volcano Go module into the binary cache on fi
 use, with the scheduler config Volcano's installer ships), on a devcluster with
 Volcano's release CRDs and no pyextender process, against the same stock
 baseline: "Volcano's level" measured on this machine. --mode all runs extender,
-framework and volcano, one table. Volcano schedules in sessions, one per second by
-default; --vc-schedule-period S changes that.
+framework and volcano, one table, then each of our modes against Volcano: the gang
+ratio to stock over Volcano's (each against its own cluster's stock phase) and the
+job all-bound p99 (key "vs_volcano" of the last line; per shape with --shapes).
+Volcano schedules in sessions, one per second by default; --vc-schedule-period S
+changes that.
 
 --shapes [single medium large huge] runs instead the scenario shapes of public
 batch-scheduler comparisons (SHAPES: 5000 x 1, 500 x 20, 20 x 500, 1 x 10000 pods,
@@ -663,7 +666,8 @@ def throttle_stock(cluster: Cluster, qps: float) -> None:
     say(f"stock kube-scheduler restarted with client qps {qps:g}, burst {int(2 * qps)}")
 
 
-RATIOS = ("gang_vs_stock_pods_per_s_ratio", "extender_vs_stock_pods_per_s_ratio")
+GANG_RATIO = "gang_vs_stock_pods_per_s_ratio"
+RATIOS = (GANG_RATIO, "extender_vs_stock_pods_per_s_ratio")
 """The ratios to the stock baseline of the same round; with --rounds N their median."""
 
 
@@ -738,7 +742,11 @@ def report_shapes(results: list[dict[str, Any]], nodes: int) -> None:
         worst = min(sh.get("gang_vs_stock_pods_per_s_ratio", 0.0) for sh in res["shapes"])
         goal = "" if res["mode"] == VOLCANO else " (goal >= 1.0)"
         print(f"{res['mode']}: worst gang pods/s vs stock over the shapes {worst:.2f}{goal}")
-    print(json.dumps({"bench": "e2e-shapes", "nodes": nodes, "runs": results}))
+    vs = against_volcano(results)
+    for mode, shapes in vs.items():
+        for shape, c in shapes.items():
+            print(_said_vs_volcano(mode, c, f" {shape}"))
+    print(json.dumps({"bench": "e2e-shapes", "nodes": nodes, "runs": results, "vs_volcano": vs}))
 
 
 def report_costs(phases: list[tuple[str, str, dict[str, Any]]]) -> None:
@@ -862,9 +870,68 @@ def report(results: list[dict[str, Any]], nodes: int) -> None:
             if "stages" in rnd["gangs"]:
                 report_stages(res["mode"] if len(rounds) == 1 else f"{res['mode']} round {i}",
                               rnd["gangs"]["stages"])  # fmt: skip
+    vs = against_volcano(results)
+    for mode, c in vs.items():
+        print(_said_vs_volcano(mode, c))
     qps = {res["stock_client_qps"] for res in results}
     print(f"stock kube-scheduler client qps: {', '.join(f'{q:g}' for q in sorted(qps))}")
-    print(json.dumps({"bench": "e2e", "nodes": nodes, "runs": results}))
+    print(json.dumps({"bench": "e2e", "nodes": nodes, "runs": results, "vs_volcano": vs}))
+
+
+def against_volcano(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each of our modes against Volcano's own scheduler, when the run measured it
+    (--mode all): the gang pods/s ratio to stock over Volcano's, each ratio against the
+    stock phase of its own cluster (so a cluster that happened to run faster cancels
+    out), and the per-job time to all bound, p99 (median over rounds). For --shapes,
+    the same per shape. {} without a Volcano run."""
+    vc = next((r for r in results if r["mode"] == VOLCANO), None)
+    if vc is None:
+        return {}
+
+    def compare(
+        ours: dict[str, Any], theirs: dict[str, Any], p99s: tuple[float, float]
+    ) -> dict[str, float]:
+        return {
+            "gang_ratio": ours[GANG_RATIO],
+            "volcano_gang_ratio": theirs[GANG_RATIO],
+            "gang_ratio_vs_volcano": ours[GANG_RATIO] / theirs[GANG_RATIO],
+            "job_all_bound_p99_s": p99s[0],
+            "volcano_job_all_bound_p99_s": p99s[1],
+        }
+
+    def p99(res: dict[str, Any]) -> float:
+        return float(np.median([rnd["gangs"]["job_all_bound_p99_s"] for rnd in res["rounds"]]))
+
+    out: dict[str, dict[str, Any]] = {}
+    for res in results:
+        if res is vc:
+            continue
+        if "shapes" in res:
+            theirs = {sh["shape"]: sh for sh in vc.get("shapes", []) if "error" not in sh}
+            out[res["mode"]] = {
+                sh["shape"]: compare(
+                    sh,
+                    theirs[sh["shape"]],
+                    (
+                        sh["gangs"]["job_all_bound_p99_s"],
+                        theirs[sh["shape"]]["gangs"]["job_all_bound_p99_s"],
+                    ),
+                )
+                for sh in res["shapes"]
+                if "error" not in sh and sh["shape"] in theirs
+            }
+        else:
+            out[res["mode"]] = compare(res, vc, (p99(res), p99(vc)))
+    return out
+
+
+def _said_vs_volcano(mode: str, c: dict[str, float], what: str = "") -> str:
+    return (
+        f"{mode}{what} vs Volcano's scheduler: gang pods/s {c['gang_ratio_vs_volcano']:.2f}x "
+        f"(ratio to stock {c['gang_ratio']:.2f} against {c['volcano_gang_ratio']:.2f}), job "
+        f"all-bound p99 {c['job_all_bound_p99_s']:.2f}s against "
+        f"{c['volcano_job_all_bound_p99_s']:.2f}s"
+    )
 
 
 def _ratio(res: dict[str, Any], key: str, goal: float | None = None) -> str:
