@@ -739,7 +739,7 @@ def report_shapes(results: list[dict[str, Any]], nodes: int) -> None:
                     )
                 )
     for res in results:
-        worst = min(sh.get("gang_vs_stock_pods_per_s_ratio", 0.0) for sh in res["shapes"])
+        worst = min(sh.get(GANG_RATIO, 0.0) for sh in res["shapes"])
         goal = "" if res["mode"] == VOLCANO else " (goal >= 1.0)"
         print(f"{res['mode']}: worst gang pods/s vs stock over the shapes {worst:.2f}{goal}")
     vs = against_volcano(results)
@@ -888,19 +888,19 @@ def against_volcano(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     if vc is None:
         return {}
 
-    def compare(
-        ours: dict[str, Any], theirs: dict[str, Any], p99s: tuple[float, float]
-    ) -> dict[str, float]:
+    def job_p99(res: dict[str, Any]) -> float:
+        """A shape's, or the median over a run's rounds."""
+        rounds = res.get("rounds") or [res]
+        return float(np.median([rnd["gangs"]["job_all_bound_p99_s"] for rnd in rounds]))
+
+    def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, float]:
         return {
             "gang_ratio": ours[GANG_RATIO],
             "volcano_gang_ratio": theirs[GANG_RATIO],
             "gang_ratio_vs_volcano": ours[GANG_RATIO] / theirs[GANG_RATIO],
-            "job_all_bound_p99_s": p99s[0],
-            "volcano_job_all_bound_p99_s": p99s[1],
+            "job_all_bound_p99_s": job_p99(ours),
+            "volcano_job_all_bound_p99_s": job_p99(theirs),
         }
-
-    def p99(res: dict[str, Any]) -> float:
-        return float(np.median([rnd["gangs"]["job_all_bound_p99_s"] for rnd in res["rounds"]]))
 
     out: dict[str, dict[str, Any]] = {}
     for res in results:
@@ -909,19 +909,12 @@ def against_volcano(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if "shapes" in res:
             theirs = {sh["shape"]: sh for sh in vc.get("shapes", []) if "error" not in sh}
             out[res["mode"]] = {
-                sh["shape"]: compare(
-                    sh,
-                    theirs[sh["shape"]],
-                    (
-                        sh["gangs"]["job_all_bound_p99_s"],
-                        theirs[sh["shape"]]["gangs"]["job_all_bound_p99_s"],
-                    ),
-                )
+                sh["shape"]: compare(sh, theirs[sh["shape"]])
                 for sh in res["shapes"]
                 if "error" not in sh and sh["shape"] in theirs
             }
         else:
-            out[res["mode"]] = compare(res, vc, (p99(res), p99(vc)))
+            out[res["mode"]] = compare(res, vc)
     return out
 
 
