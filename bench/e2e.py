@@ -966,7 +966,7 @@ def main() -> None:
         help="devcluster mode; 'both' runs extender then framework, one table; 'volcano' runs "
         "the gangs through Volcano's own scheduler instead (vc-scheduler, built from the "
         "volcano.sh/volcano Go module on first use, ~2 min) against the same stock baseline; "
-        "'all' runs the three (default extender)",
+        "'all' runs the three, then sets each of ours against Volcano's (default extender)",
     )
     ap.add_argument(
         "--narrowed",
