@@ -595,7 +595,8 @@ tiers:
 def measure_volcano(args: argparse.Namespace) -> dict[str, Any]:
     """Stock baseline and gangs through Volcano's own scheduler, on a devcluster with
     Volcano's release CRDs (its scheduler writes PodGroup status with a plain update,
-    which our CRDs' status subresource would drop). No pyextender process runs."""
+    which a PodGroup status subresource would drop; ours has none either now, but the
+    release's files are what a Volcano cluster runs). No pyextender process runs."""
     vc = build.ensure_binaries(only=["vc-scheduler"])["vc-scheduler"]
     cluster, st = cluster_up(args, VOLCANO, "extender", "volcano-release")
     HOLD[0] = VOLCANO

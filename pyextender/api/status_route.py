@@ -1,9 +1,11 @@
 """Status writes that work whichever CRDs are installed, ours or Volcano's.
 
-Our CRDs (``manifests/crds``) give PodGroup, Queue, Job and HyperNode a status
-subresource. Volcano's CRDs as they ship give none to PodGroup (nor to Command):
-there ``PATCH .../podgroups/<name>/status`` answers 404, and status is written
-through the object itself. Where the subresource exists the reverse holds: the
+Our CRDs (``manifests/crds``) give Queue, Job, CronJob and HyperNode a status
+subresource. Volcano's CRDs as they ship give none to PodGroup (nor to Command),
+and since the admission write carries a gang's barrier release neither do ours
+(clusters installed earlier keep the PodGroup CRD they have: Helm never replaces
+CRDs): there ``PATCH .../podgroups/<name>/status`` answers 404, and status is
+written through the object itself. Where the subresource exists the reverse holds: the
 object's own endpoint ignores changes to ``status``.
 
 So a status write asks API discovery (``GET /apis/<group>/<version>``, which

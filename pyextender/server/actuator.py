@@ -10,7 +10,9 @@ gates are removed with a JSON patch guarded by a ``test`` of the gate's name,
 so a concurrent change to the pod cannot make us remove the wrong one; pods
 held at the gang barrier instead (pyextender.io/gang-barrier, framework mode)
 are released with one merge patch of their PodGroup's
-pyextender.io/released-pods annotation per gang, not one write per pod;
+pyextender.io/released-pods annotation per gang, not one write per pod (and
+when the gang is admitted in the same cycle and its status is written through
+the object, as with our CRDs and Volcano's, that patch is the admission's own);
 evictions go through the Eviction API (PodDisruptionBudgets honoured) with a
 uid precondition, so a pod recreated under the same name is never evicted in
 its predecessor's place.
@@ -177,8 +179,17 @@ class Actuator:
         ``allowed`` says whether the leadership term these decisions were made in
         is still valid; returns what did not get written."""
         out = Applied()
+        held: dict[str, list[PodInfo]] = {}
+        for t in d.lift:
+            if BARRIER_GATE in t.pod.gates and t.pod.group_name:
+                held.setdefault(f"{t.pod.namespace}/{t.pod.group_name}", []).append(t.pod)
+        # PodGroup key -> the release list its admission write carried (see _admit)
+        carried: dict[str, frozenset[str]] = {}
         admitted = {
-            job.key: asyncio.ensure_future(self._admit(job, allowed, out)) for job in d.admit
+            job.key: asyncio.ensure_future(
+                self._admit(job, allowed, out, held.get(job.key, []), carried)
+            )
+            for job in d.admit
         }
 
         async def lift(pod: PodInfo) -> None:
@@ -190,12 +201,8 @@ class Actuator:
                 out.failed_lifts.append(pod.uid)
 
         work: list[Awaitable[object]] = [lift(t.pod) for t in d.lift if GANG_GATE in t.pod.gates]
-        held: dict[str, list[PodInfo]] = {}
-        for t in d.lift:
-            if BARRIER_GATE in t.pod.gates and t.pod.group_name:
-                held.setdefault(f"{t.pod.namespace}/{t.pod.group_name}", []).append(t.pod)
         for key, pods in held.items():
-            work.append(self._release(key, pods, admitted.get(key), allowed, out))
+            work.append(self._release(key, pods, admitted.get(key), allowed, out, carried))
         work += admitted.values()
         now = time.monotonic()
         groups = {j.key: j.group for j in d.starving}
@@ -237,9 +244,12 @@ class Actuator:
         status: dict[str, Any],
         resource_version: str,
         allowed: Allowed,
-    ) -> None:
+        annotate: Callable[[], dict[str, str]] | None = None,
+    ) -> bytes:
         """Merge-patch a PodGroup's status, guarded by the resourceVersion the decision
-        was made on (when known), so a write never lands on a newer object.
+        was made on (when known), so a write never lands on a newer object; the reply.
+        ``annotate``, called under the PodGroup's lock, gives annotations to send along
+        (they land only where the status is written through the object itself).
 
         A version that only our own earlier status write replaced is not stale for
         this purpose: the guard is against other writers. The cycle after the one that
@@ -261,11 +271,19 @@ class Actuator:
         key = f"{namespace}/{name}"
         lock = self._group_locks.setdefault(key, asyncio.Lock())
         async with lock:
-            await self._patch_group_status_now(what, key, status, resource_version, allowed)
+            return await self._patch_group_status_now(
+                what, key, status, resource_version, allowed, annotate
+            )
 
     async def _patch_group_status_now(
-        self, what: str, key: str, status: dict[str, Any], resource_version: str, allowed: Allowed
-    ) -> None:
+        self,
+        what: str,
+        key: str,
+        status: dict[str, Any],
+        resource_version: str,
+        allowed: Allowed,
+        annotate: Callable[[], dict[str, str]] | None = None,
+    ) -> bytes:
         namespace, _, name = key.partition("/")
         based_on = resource_version
         replaced, latest, admitted = self.ours.get(key, (frozenset(), "", False))
@@ -273,9 +291,12 @@ class Actuator:
         if resource_version and resource_version in replaced and not (phase_write and admitted):
             resource_version = latest
         body: dict[str, Any] = {"status": status}
+        meta: dict[str, Any] = {"annotations": annotate()} if annotate is not None else {}
         if resource_version:
-            body["metadata"] = {"resourceVersion": resource_version}
-        reply = await self._call(
+            meta["resourceVersion"] = resource_version
+        if meta:
+            body["metadata"] = meta
+        reply: bytes = await self._call(
             what,
             self.status.patch_status,
             self.raw,
@@ -298,16 +319,44 @@ class Actuator:
                 produced,
                 admitted_before or what == "admit",
             )
+        return reply
 
     # -- admission -------------------------------------------------------------
-    async def _admit(self, job: Job, allowed: Allowed, out: Applied) -> bool:
+    async def _admit(
+        self,
+        job: Job,
+        allowed: Allowed,
+        out: Applied,
+        release: list[PodInfo] | None = None,
+        carried: dict[str, frozenset[str]] | None = None,
+    ) -> bool:
+        """Write phase Inqueue. With ``release`` (members this cycle lets through the
+        barrier) the same merge patch sets the PodGroup's RELEASED_ANNOTATION: where
+        the status is written through the object itself (a PodGroup CRD without a
+        status subresource, ours and Volcano's) admission and release are one write,
+        not two. The reply says whether the annotation landed (a /status write drops
+        metadata); if it did, ``carried[job.key]`` is the list written and _release
+        writes nothing more."""
         group = job.group
         assert group is not None
         conditions = [c for c in group.conditions if c.get("type") != "Unschedulable"]
         status = {"phase": "Inqueue", "conditions": conditions}
+        listed = ""
+
+        def annotate() -> dict[str, str]:
+            nonlocal listed
+            listed = ",".join(sorted(self._release_list(job.key, [p.uid for p in release or []])))
+            return {RELEASED_ANNOTATION: listed}
+
         try:
-            await self._patch_group_status(
-                "admit", group.namespace, group.name, status, group.resource_version, allowed
+            reply = await self._patch_group_status(
+                "admit",
+                group.namespace,
+                group.name,
+                status,
+                group.resource_version,
+                allowed,
+                annotate if release else None,
             )
         except Fenced:
             out.failed_admissions.append(group.uid)
@@ -323,6 +372,8 @@ class Actuator:
                 )
             return False
         self.metrics.writes.labels("admit", "ok").inc()
+        if release and carried is not None and _annotation(reply, RELEASED_ANNOTATION) == listed:
+            carried[job.key] = frozenset(listed.split(","))
         self.said.pop(job.key, None)
         self.metrics.admissions.labels(job.queue).inc()
         log.info("admitted %s (queue %s, minMember %d)", job.key, job.queue, job.min_member)
@@ -406,11 +457,11 @@ class Actuator:
         admission: Awaitable[bool] | None,
         allowed: Allowed,
         out: Applied,
+        carried: dict[str, frozenset[str]] | None = None,
     ) -> None:
         """Release a gang's members held at the barrier: one write to its PodGroup's
-        RELEASED_ANNOTATION, listing them with the members released before that are
-        still unbound (bound or gone ones drop out, so the list stays short).
-        After the gang's admission, as gates come off after it."""
+        RELEASED_ANNOTATION (_release_list). After the gang's admission, as gates come
+        off after it; none when the admission write carried the list (``carried``)."""
         uids = [p.uid for p in pods]
         if admission is not None and not await admission:
             out.failed_lifts.extend(uids)
@@ -418,16 +469,14 @@ class Actuator:
         namespace, _, name = key.partition("/")
         lock = self._group_locks.setdefault(key, asyncio.Lock())
         async with lock:
-            listed = set(self.released.get(key, frozenset()))
-            group = self.cache.groups.get(key) if self.cache is not None else None
-            if group is not None:
-                listed.update(released_uids(group))
-            if self.cache is not None:
-                pods_by_uid = self.cache.pods_by_uid
-                listed = {
-                    u for u in listed if (p := pods_by_uid.get(u)) is not None and not p.node_name
-                }
-            wanted = frozenset(listed.union(uids))
+            wanted = (carried or {}).get(key)
+            if wanted is not None:
+                self.released[key] = wanted
+                self.metrics.writes.labels("release", "with_admission").inc()
+                if self.cache is not None:
+                    self.cache.release(uids)
+                return
+            wanted = self._release_list(key, uids)
             body = {"metadata": {"annotations": {RELEASED_ANNOTATION: ",".join(sorted(wanted))}}}
             try:
                 await self._call(
@@ -449,6 +498,21 @@ class Actuator:
         self.metrics.writes.labels("release", "ok").inc()
         if self.cache is not None:
             self.cache.release(uids)
+
+    def _release_list(self, key: str, uids: list[str]) -> frozenset[str]:
+        """What a release of ``uids`` writes: them, with the members released before
+        that are still unbound (bound or gone ones drop out, so the list stays short).
+        Called under the PodGroup's lock."""
+        listed = set(self.released.get(key, frozenset()))
+        group = self.cache.groups.get(key) if self.cache is not None else None
+        if group is not None:
+            listed.update(released_uids(group))
+        if self.cache is not None:
+            pods_by_uid = self.cache.pods_by_uid
+            listed = {
+                u for u in listed if (p := pods_by_uid.get(u)) is not None and not p.node_name
+            }
+        return frozenset(listed.union(uids))
 
     # -- reasons ---------------------------------------------------------------
     async def _unschedulable(
@@ -586,6 +650,18 @@ def _resource_version(raw: bytes) -> str:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
     return rv if isinstance(rv, str) else ""
+
+
+def _annotation(raw: bytes, name: str) -> str | None:
+    """metadata.annotations[name] of a raw object reply (None when absent or unreadable)."""
+    try:
+        obj = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    notes = meta.get("annotations") if isinstance(meta, dict) else None
+    value = notes.get(name) if isinstance(notes, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _why(exc: BaseException) -> str:

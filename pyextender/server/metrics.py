@@ -187,9 +187,11 @@ class Metrics:
         )
         self.writes = Counter(
             "pyextender_api_writes_total",
-            "API writes of the actions (admit, lift, condition, evict) by result: ok, "
-            "retried (a transient error, tried again), failed (gave up; the next cycle "
-            "decides again), fenced (dropped: the leadership term it was decided in ended).",
+            "API writes of the actions (admit, lift, release, condition, evict) by result: "
+            "ok, retried (a transient error, tried again), failed (gave up; the next cycle "
+            "decides again), fenced (dropped: the leadership term it was decided in ended), "
+            "with_admission (a release that rode on its gang's admission write: no request "
+            "of its own).",
             ["op", "result"],
             registry=r,
         )

@@ -91,9 +91,14 @@ def test_gangs_bind_whole_when_the_scheduling_pods_sidecar_does_not_lead(
     def grew(pod: LocalPod, prefix: str, *labels: str) -> float:
         return _sum(after[pod.name], prefix, *labels) - _sum(before[pod.name], prefix, *labels)
 
-    # the leader admitted the gang and released it by one PodGroup write ...
+    # the leader admitted the gang and released it by a PodGroup write (the chart's
+    # PodGroup CRD has no status subresource: the admission's own, when one cycle did both)
     assert grew(leading, "pyextender_api_writes_total{", 'op="admit"', 'result="ok"') >= 1
-    assert grew(leading, "pyextender_api_writes_total{", 'op="release"', 'result="ok"') >= 1
+    released = [
+        grew(leading, "pyextender_api_writes_total{", 'op="release"', f'result="{r}"')
+        for r in ("ok", "with_admission")
+    ]
+    assert sum(released) >= 1, released
     # ... which the other sidecar never wrote: it served the plugin's calls instead
     assert grew(other, "pyextender_api_writes_total{", 'result="ok"') == 0
     assert grew(other, "pyextender_verb_requests_total{", 'verb="grpc_reserve"') >= 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 import numpy as np
@@ -186,6 +187,9 @@ def _job(cache: ClusterCache, *names: str) -> Job:
 
 
 def test_a_gang_is_released_with_one_podgroup_write_after_its_admission() -> None:
+    """A PodGroup CRD with a status subresource (ours before, still on a cluster whose
+    CRDs a chart upgrade left as they were): /status drops metadata, so the reply of the
+    admission does not show the release list and the release is a write of its own."""
     act, api, metrics = _actuator()
     cache = _cache("a", "b")
     act.cache = cache
@@ -195,6 +199,8 @@ def test_a_gang_is_released_with_one_podgroup_write_after_its_admission() -> Non
     out = asyncio.run(act.apply(Decisions(admit=[job], lift=job.tasks)))
     assert not out.failed_admissions and not out.failed_lifts
     assert not api.ops("patch_namespaced_pod"), "no write per pod"
+    ((status, _),) = api.ops("patch_namespaced_custom_object_status")
+    assert status[5]["metadata"]["annotations"] == {RELEASED_ANNOTATION: "uid-a,uid-b"}
     ((args, kwargs),) = api.ops("patch_namespaced_custom_object")
     assert args[:5] == ("scheduling.volcano.sh", "v1beta1", "ns", "podgroups", "g")
     assert args[5] == {"metadata": {"annotations": {RELEASED_ANNOTATION: "uid-a,uid-b"}}}
@@ -205,6 +211,65 @@ def test_a_gang_is_released_with_one_podgroup_write_after_its_admission() -> Non
     ), "admitted first, then released (as gates come off after the Inqueue write)"
     assert cache.pods_by_uid["uid-a"].gates == () and heard == [["uid-a", "uid-b"]]
     assert _count(metrics, "release", "ok") == 1
+    assert _count(metrics, "release", "with_admission") == 0
+
+
+def _reply(released: str) -> bytes:
+    """The PodGroup the API server returns after a write that set the release list."""
+    meta = {"resourceVersion": "42", "annotations": {RELEASED_ANNOTATION: released}}
+    return json.dumps({"metadata": meta, "status": {"phase": "Inqueue"}}).encode()
+
+
+def test_admission_and_release_are_one_write_where_status_goes_through_the_object() -> None:
+    """Our CRDs and Volcano's: no /status for PodGroups. A gang admitted and let through
+    the barrier in one cycle costs its PodGroup one write, with the phase, the
+    resourceVersion guard and the release list together."""
+    act, api, metrics = _actuator()
+    api.served = ["podgroups"]
+    api.replies["patch_namespaced_custom_object"] = [_reply("uid-a,uid-b")]
+    cache = _cache("a", "b")
+    act.cache = cache
+    heard: list[list[str]] = []
+    cache.pod_released.append(lambda pods: heard.append(sorted(p.uid for p in pods)))
+    job = _job(cache, "a", "b")
+    out = asyncio.run(act.apply(Decisions(admit=[job], lift=job.tasks)))
+    assert not out.failed_admissions and not out.failed_lifts
+    assert not api.ops("patch_namespaced_custom_object_status")
+    ((args, kwargs),) = api.ops("patch_namespaced_custom_object")
+    assert args[5]["status"]["phase"] == "Inqueue"
+    assert args[5]["metadata"] == {
+        "resourceVersion": "41",
+        "annotations": {RELEASED_ANNOTATION: "uid-a,uid-b"},
+    }
+    assert kwargs["_content_type"] == "application/merge-patch+json"
+    assert cache.pods_by_uid["uid-a"].gates == () and heard == [["uid-a", "uid-b"]]
+    assert _count(metrics, "admit", "ok") == 1
+    assert _count(metrics, "release", "with_admission") == 1
+    assert _count(metrics, "release", "ok") == 0
+    # a member that comes later is released on its own, listed with the unbound two
+    cache.pod_event("ADDED", _doc("c"))
+    asyncio.run(act.apply(Decisions(lift=_job(cache, "c").tasks)))
+    later = api.ops("patch_namespaced_custom_object")[1][0][5]
+    assert later == {"metadata": {"annotations": {RELEASED_ANNOTATION: "uid-a,uid-b,uid-c"}}}
+
+
+def test_a_reply_without_the_release_list_sends_the_release_after_all() -> None:
+    """The write went through the object, but the reply does not list the members (a
+    CRD swapped under the sidecar, a mutating webhook that drops the annotation):
+    nothing is taken for granted, the release is written on its own."""
+    act, api, metrics = _actuator()
+    api.served = ["podgroups"]
+    api.replies["patch_namespaced_custom_object"] = [_reply("uid-a")]
+    cache = _cache("a", "b")
+    act.cache = cache
+    job = _job(cache, "a", "b")
+    out = asyncio.run(act.apply(Decisions(admit=[job], lift=job.tasks)))
+    assert not out.failed_lifts
+    first, second = api.ops("patch_namespaced_custom_object")
+    assert first[0][5]["status"]["phase"] == "Inqueue"
+    assert second[0][5] == {"metadata": {"annotations": {RELEASED_ANNOTATION: "uid-a,uid-b"}}}
+    assert _count(metrics, "release", "ok") == 1
+    assert _count(metrics, "release", "with_admission") == 0
 
 
 def test_a_later_release_keeps_unbound_members_and_drops_bound_ones() -> None:

@@ -117,6 +117,11 @@ class PodGroup(Resource):
         scope="Namespaced",
         description="A gang of pods that is scheduled all-or-nothing.",
         short_names=("pg", "podgroup-v1beta1"),
+        # As Volcano's own PodGroup CRD: status is written through the object. Tools
+        # that update a PodGroup whole (Volcano's scheduler does) keep working, and the
+        # sidecar's admission carries the gang's barrier release in the same write
+        # (pyextender.server.actuator._admit): one PodGroup write per gang, not two.
+        status_subresource=False,
         printer_columns=(
             PrinterColumn("STATUS", "string", ".status.phase"),
             PrinterColumn("minMember", "integer", ".spec.minMember"),
