@@ -53,7 +53,8 @@ gangs, then again), each ratio against its own round's stock phase, and reports
 the median ratio with every round's: the machine's noise (a busy minute moved one
 phase by 0.1-0.3 before) then shows as spread instead of deciding the figure. It
 also gives the rounds' mean with its 95 % interval (Student's t) and calls a goal
-met or not met only when that interval clears it ("cannot tell" otherwise).
+met or not met only when that interval clears it ("cannot tell" otherwise). With
+--shapes it repeats each shape's phases N times, with the same summary per shape.
 Last line: one JSON object with every figure.
 """
 
@@ -452,12 +453,18 @@ def scaled(shape: tuple[int, int], scale: float) -> tuple[int, int]:
 def measure_shapes(api: client.ApiClient, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Each shape: the same jobs as plain pods through the stock kube-scheduler, then
     as gangs through pyextender (single-pod jobs also as plain pods through our
-    verbs, no PodGroup: the non-gang figure), one after the other on one cluster."""
+    verbs, no PodGroup: the non-gang figure), one after the other on one cluster;
+    with --rounds N, N times per shape (shape_rounds)."""
     out: list[dict[str, Any]] = []
     for name in args.shapes:
         jobs, size = scaled(SHAPES[name], args.scale)
+        rows: list[dict[str, Any]] = []
         try:
-            out.append(_shape(api, args, name, jobs, size))
+            for r in range(args.rounds):
+                tag = f"-r{r + 1}" if args.rounds > 1 else ""
+                label = f"shape {name}" + (f" round {r + 1}/{args.rounds}" if tag else "")
+                rows.append(_shape(api, args, name, jobs, size, tag, label))
+            out.append(shape_rounds(rows))
         except SystemExit as exc:  # a phase did not finish: say so, go on with the next
             say(f"shape {name}: {exc}")
             out.append({"shape": name, "jobs": jobs, "size": size, "error": str(exc)})
@@ -465,24 +472,59 @@ def measure_shapes(api: client.ApiClient, args: argparse.Namespace) -> list[dict
     return out
 
 
+def shape_rounds(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One shape's figures: its one round as it is, or over several rounds the median
+    of each ratio with every round's, their mean and 95 % interval (as --rounds gives
+    the default phases), and the rounds themselves under "rounds"."""
+    if len(rows) == 1:
+        return rows[0]
+    out: dict[str, Any] = {k: rows[0][k] for k in ("shape", "jobs", "size")}
+    out["rounds"] = rows
+    out.update(over_rounds(rows))
+    return out
+
+
+def over_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each ratio of RATIOS the rounds have: its median, every round's, and their mean
+    with its 95 % interval (each round's ratio is against its own stock phase: a
+    paired sample)."""
+    out: dict[str, Any] = {}
+    for key in RATIOS:
+        if key in rounds[0]:
+            ratios = [rnd[key] for rnd in rounds]
+            out[key] = float(np.median(ratios))
+            out[key + "_by_round"] = ratios
+            out[key + "_mean"], out[key + "_ci95"] = interval95(ratios)
+    return out
+
+
 def _shape(
-    api: client.ApiClient, args: argparse.Namespace, name: str, jobs: int, size: int
+    api: client.ApiClient,
+    args: argparse.Namespace,
+    name: str,
+    jobs: int,
+    size: int,
+    tag: str = "",
+    label: str = "",
 ) -> dict[str, Any]:
+    label = label or f"shape {name}"
     settle(api)
-    say(f"shape {name}: {jobs} jobs x {size} pods, stock kube-scheduler (plain pods)")
-    base = run_jobs(api, f"stock-{name}", jobs, size, args.timeout, "default-scheduler", gang=False)
+    say(f"{label}: {jobs} jobs x {size} pods, stock kube-scheduler (plain pods)")
+    base = run_jobs(
+        api, f"stock-{name}{tag}", jobs, size, args.timeout, "default-scheduler", gang=False
+    )
     row: dict[str, Any] = {"shape": name, "jobs": jobs, "size": size, "baseline": base}
     volcano = HOLD[0] == VOLCANO
     if size == 1 and not volcano:
         settle(api)
-        say(f"shape {name}: the same plain pods through kube-scheduler + pyextender")
-        plain = run_jobs(api, f"plain-{name}", jobs, size, args.timeout, gang=False)
+        say(f"{label}: the same plain pods through kube-scheduler + pyextender")
+        plain = run_jobs(api, f"plain-{name}{tag}", jobs, size, args.timeout, gang=False)
         row["extender_no_gang"] = plain
         row["extender_vs_stock_pods_per_s_ratio"] = plain["pods_per_s"] / base["pods_per_s"]
     settle(api)
     who, scheduler = gang_scheduler()
-    say(f"shape {name}: {jobs} PodGroups x {size} pods through {who}")
-    gangs = run_jobs(api, f"gangs-{name}", jobs, size, args.timeout, scheduler)
+    say(f"{label}: {jobs} PodGroups x {size} pods through {who}")
+    gangs = run_jobs(api, f"gangs-{name}{tag}", jobs, size, args.timeout, scheduler)
     row["gangs"] = gangs
     row["gang_vs_stock_pods_per_s_ratio"] = gangs["pods_per_s"] / base["pods_per_s"]
     return row
@@ -556,13 +598,7 @@ def summarise(mode: str, rounds: list[dict[str, Any]]) -> dict[str, Any]:
     if len(rounds) == 1:
         out.update(rounds[0])  # one round: its figures at the top level, as before --rounds
     else:
-        for key in RATIOS:
-            if key in rounds[0]:
-                ratios = [rnd[key] for rnd in rounds]
-                out[key] = float(np.median(ratios))
-                out[key + "_by_round"] = ratios
-                # each round's ratio is against its own stock phase: a paired sample
-                out[key + "_mean"], out[key + "_ci95"] = interval95(ratios)
+        out.update(over_rounds(rounds))
     return out
 
 
@@ -722,27 +758,40 @@ def report_shapes(results: list[dict[str, Any]], nodes: int) -> None:
                     f"{res['mode']:<10} {sh['shape']:<7} {sh['jobs']}x{sh['size']}: {sh['error']}"
                 )
                 continue
-            base_rate = sh["baseline"]["pods_per_s"]
-            for name in ("baseline", "extender_no_gang", "gangs"):
-                if name not in sh:
-                    continue
-                r = sh[name]
-                print(
-                    row.format(
-                        res["mode"],
-                        sh["shape"],
-                        f"{sh['jobs']}x{sh['size']}",
-                        {"baseline": "stock", "extender_no_gang": "plain"}.get(name, name),
-                        f"{r['pods_per_s']:.1f}",
-                        f"{r['job_all_bound_p50_s']:.2f}",
-                        f"{r['job_all_bound_p99_s']:.2f}",
-                        f"{r['pods_per_s'] / base_rate:.2f}",
+            rounds = sh.get("rounds") or [sh]
+            for i, rnd in enumerate(rounds, 1):
+                base_rate = rnd["baseline"]["pods_per_s"]
+                for name in ("baseline", "extender_no_gang", "gangs"):
+                    if name not in rnd:
+                        continue
+                    r = rnd[name]
+                    print(
+                        row.format(
+                            res["mode"],
+                            sh["shape"] if len(rounds) == 1 else f"{sh['shape']}/{i}",
+                            f"{sh['jobs']}x{sh['size']}",
+                            {"baseline": "stock", "extender_no_gang": "plain"}.get(name, name),
+                            f"{r['pods_per_s']:.1f}",
+                            f"{r['job_all_bound_p50_s']:.2f}",
+                            f"{r['job_all_bound_p99_s']:.2f}",
+                            f"{r['pods_per_s'] / base_rate:.2f}",
+                        )
                     )
-                )
     for res in results:
+        goal = None if res["mode"] == VOLCANO else 1.0
+        for sh in res["shapes"]:
+            if "rounds" in sh:
+                plain = ""
+                if "extender_no_gang" in sh["rounds"][0]:
+                    ratio = _ratio(sh, "extender_vs_stock_pods_per_s_ratio", 0.9)
+                    plain = f"; plain pods through our verbs {ratio}"
+                print(
+                    f"{res['mode']} {sh['shape']}: gang pods/s vs stock "
+                    f"{_ratio(sh, GANG_RATIO, goal)}{plain}"
+                )
         worst = min(sh.get(GANG_RATIO, 0.0) for sh in res["shapes"])
-        goal = "" if res["mode"] == VOLCANO else " (goal >= 1.0)"
-        print(f"{res['mode']}: worst gang pods/s vs stock over the shapes {worst:.2f}{goal}")
+        said = "" if goal is None else f" (goal >= {goal:g})"
+        print(f"{res['mode']}: worst gang pods/s vs stock over the shapes {worst:.2f}{said}")
     vs = against_volcano(results)
     for mode, shapes in vs.items():
         for shape, c in shapes.items():
@@ -1014,10 +1063,11 @@ def main() -> None:
         "--rounds",
         type=int,
         default=1,
-        help="repeat the default phases (stock, plain, gangs) this many times on the same "
-        "cluster, each ratio against its own round's stock phase, and report the median "
-        "ratio with every round's: one quiet or busy minute then moves one round, not the "
-        "figure (default %(default)s; not with --shapes)",
+        help="repeat the default phases (stock, plain, gangs), or with --shapes each shape's, "
+        "this many times on the same cluster, each ratio against its own round's stock "
+        "phase, and report the median ratio with every round's and their mean with its 95 %% "
+        "interval: one quiet or busy minute then moves one round, not the figure "
+        "(default %(default)s)",
     )
     ap.add_argument(
         "--stock-client-qps",
@@ -1044,8 +1094,6 @@ def main() -> None:
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error(f"--rounds must be at least 1, not {args.rounds}")
-    if args.rounds > 1 and args.shapes is not None:
-        ap.error("--rounds repeats the default phases; it does not apply to --shapes")
     STAGES[0] = args.stages
     if args.profile_dir:
         os.environ[APISERVER_PROFILING_ENV] = "1"  # read as each devcluster starts
