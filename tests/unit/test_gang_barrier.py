@@ -23,10 +23,11 @@ from pyextender.api.names import (
 )
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.session import Job, Task
+from pyextender.server.actuator import Actuator
 from pyextender.server.grpc_released import ReleasedStream
 from pyextender.server.metrics import Metrics
 from pyextender.server.proto_gen.pyextender.v1 import scheduler_pb2 as pb
-from tests.unit.test_actuator import _actuator, _count
+from tests.unit.test_actuator import Api, _actuator, _count
 from webhook.mutate_pod import Adoption, plan_pod, pod_patch
 
 
@@ -186,11 +187,15 @@ def _job(cache: ClusterCache, *names: str) -> Job:
     )  # fmt: skip
 
 
-def test_a_gang_is_released_with_one_podgroup_write_after_its_admission() -> None:
-    """A PodGroup CRD with a status subresource (ours before, still on a cluster whose
-    CRDs a chart upgrade left as they were): /status drops metadata, so the reply of the
-    admission does not show the release list and the release is a write of its own."""
+def _admit_and_release(
+    served: list[str], *replies: bytes
+) -> tuple[Actuator, Api, Metrics, ClusterCache, list[list[str]]]:
+    """One cycle admits gang g (a, b) and lets both through the barrier; ``served``:
+    what discovery lists for scheduling.volcano.sh, ``replies``: what the PodGroup's
+    own endpoint answers, in turn. The pods the cache let through, per release."""
     act, api, metrics = _actuator()
+    api.served = served
+    api.replies["patch_namespaced_custom_object"] = list(replies)
     cache = _cache("a", "b")
     act.cache = cache
     heard: list[list[str]] = []
@@ -198,6 +203,14 @@ def test_a_gang_is_released_with_one_podgroup_write_after_its_admission() -> Non
     job = _job(cache, "a", "b")
     out = asyncio.run(act.apply(Decisions(admit=[job], lift=job.tasks)))
     assert not out.failed_admissions and not out.failed_lifts
+    return act, api, metrics, cache, heard
+
+
+def test_a_gang_is_released_with_one_podgroup_write_after_its_admission() -> None:
+    """A PodGroup CRD with a status subresource (ours before, still on a cluster whose
+    CRDs a chart upgrade left as they were): /status drops metadata, so the reply of the
+    admission does not show the release list and the release is a write of its own."""
+    _, api, metrics, cache, heard = _admit_and_release(["podgroups", "podgroups/status"])
     assert not api.ops("patch_namespaced_pod"), "no write per pod"
     ((status, _),) = api.ops("patch_namespaced_custom_object_status")
     assert status[5]["metadata"]["annotations"] == {RELEASED_ANNOTATION: "uid-a,uid-b"}
@@ -224,16 +237,7 @@ def test_admission_and_release_are_one_write_where_status_goes_through_the_objec
     """Our CRDs and Volcano's: no /status for PodGroups. A gang admitted and let through
     the barrier in one cycle costs its PodGroup one write, with the phase, the
     resourceVersion guard and the release list together."""
-    act, api, metrics = _actuator()
-    api.served = ["podgroups"]
-    api.replies["patch_namespaced_custom_object"] = [_reply("uid-a,uid-b")]
-    cache = _cache("a", "b")
-    act.cache = cache
-    heard: list[list[str]] = []
-    cache.pod_released.append(lambda pods: heard.append(sorted(p.uid for p in pods)))
-    job = _job(cache, "a", "b")
-    out = asyncio.run(act.apply(Decisions(admit=[job], lift=job.tasks)))
-    assert not out.failed_admissions and not out.failed_lifts
+    act, api, metrics, cache, heard = _admit_and_release(["podgroups"], _reply("uid-a,uid-b"))
     assert not api.ops("patch_namespaced_custom_object_status")
     ((args, kwargs),) = api.ops("patch_namespaced_custom_object")
     assert args[5]["status"]["phase"] == "Inqueue"
@@ -257,14 +261,8 @@ def test_a_reply_without_the_release_list_sends_the_release_after_all() -> None:
     """The write went through the object, but the reply does not list the members (a
     CRD swapped under the sidecar, a mutating webhook that drops the annotation):
     nothing is taken for granted, the release is written on its own."""
-    act, api, metrics = _actuator()
-    api.served = ["podgroups"]
-    api.replies["patch_namespaced_custom_object"] = [_reply("uid-a")]
-    cache = _cache("a", "b")
-    act.cache = cache
-    job = _job(cache, "a", "b")
-    out = asyncio.run(act.apply(Decisions(admit=[job], lift=job.tasks)))
-    assert not out.failed_lifts
+    _, api, metrics, _, heard = _admit_and_release(["podgroups"], _reply("uid-a"))
+    assert heard == [["uid-a", "uid-b"]]
     first, second = api.ops("patch_namespaced_custom_object")
     assert first[0][5]["status"]["phase"] == "Inqueue"
     assert second[0][5] == {"metadata": {"annotations": {RELEASED_ANNOTATION: "uid-a,uid-b"}}}
