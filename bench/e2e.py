@@ -998,9 +998,16 @@ def goal_verdict(mean: float, half: float, goal: float, rounds: int) -> str:
         return "met"
     if mean + half < goal:
         return "not met"
-    more = samples_to_tell(mean - goal, half, rounds)
-    hint = f" (~{more} would tell {mean:.2f} from {goal:g})" if more else ""
+    more = samples_to_tell(mean - goal, half, rounds, TELL_LIMIT)
+    if more is not None and more >= TELL_LIMIT:
+        hint = f" (the mean is within {abs(mean - goal):.3f} of the goal: rounds will not tell)"
+    else:
+        hint = f" (~{more} would tell {mean:.2f} from {goal:g})" if more else ""
     return f"cannot tell from {rounds} rounds{hint}"
+
+
+TELL_LIMIT = 1000
+"""More rounds than this to tell a mean from a goal: say the two are level instead."""
 
 
 def main() -> None:

@@ -37,6 +37,10 @@ def test_a_goal_is_called_only_when_the_interval_clears_it() -> None:
     assert (
         goal_verdict(0.95, 0.10, 1.0, 3) == "cannot tell from 3 rounds (~5 would tell 0.95 from 1)"
     )
+    # a mean on the goal: no count of rounds on this machine would separate them
+    assert goal_verdict(1.002, 0.21, 1.0, 3) == (
+        "cannot tell from 3 rounds (the mean is within 0.002 of the goal: rounds will not tell)"
+    )
 
 
 def test_rounds_are_summarised_with_their_interval() -> None:
