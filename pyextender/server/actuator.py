@@ -245,9 +245,10 @@ class Actuator:
         resource_version: str,
         allowed: Allowed,
         annotate: Callable[[], dict[str, str]] | None = None,
-    ) -> bytes:
+    ) -> ReplyMeta:
         """Merge-patch a PodGroup's status, guarded by the resourceVersion the decision
-        was made on (when known), so a write never lands on a newer object; the reply.
+        was made on (when known), so a write never lands on a newer object; the
+        reply's metadata.
         ``annotate``, called under the PodGroup's lock, gives annotations to send along
         (they land only where the status is written through the object itself).
 
@@ -271,19 +272,19 @@ class Actuator:
         key = f"{namespace}/{name}"
         lock = self._group_locks.setdefault(key, asyncio.Lock())
         async with lock:
-            return await self._patch_group_status_now(
+            return await self._patch_group_status_locked(
                 what, key, status, resource_version, allowed, annotate
             )
 
-    async def _patch_group_status_now(
+    async def _patch_group_status_locked(
         self,
         what: str,
         key: str,
         status: dict[str, Any],
         resource_version: str,
         allowed: Allowed,
-        annotate: Callable[[], dict[str, str]] | None = None,
-    ) -> bytes:
+        annotate: Callable[[], dict[str, str]] | None,
+    ) -> ReplyMeta:
         namespace, _, name = key.partition("/")
         based_on = resource_version
         replaced, latest, admitted = self.ours.get(key, (frozenset(), "", False))
@@ -308,7 +309,8 @@ class Actuator:
             body,
             allowed=allowed,
         )
-        produced = _resource_version(reply)
+        meta_back = reply_meta(reply)
+        produced = meta_back.resourceVersion
         if based_on and produced:
             if based_on in replaced:
                 chain, admitted_before = replaced, admitted
@@ -319,7 +321,7 @@ class Actuator:
                 produced,
                 admitted_before or what == "admit",
             )
-        return reply
+        return meta_back
 
     # -- admission -------------------------------------------------------------
     async def _admit(
@@ -372,7 +374,8 @@ class Actuator:
                 )
             return False
         self.metrics.writes.labels("admit", "ok").inc()
-        if release and carried is not None and _annotation(reply, RELEASED_ANNOTATION) == listed:
+        landed = (reply.annotations or {}).get(RELEASED_ANNOTATION)
+        if release and carried is not None and landed == listed:
             carried[job.key] = frozenset(listed.split(","))
         self.said.pop(job.key, None)
         self.metrics.admissions.labels(job.queue).inc()
@@ -641,27 +644,27 @@ def _enqueued_message(job: Job) -> str:
     return f"gang admitted (Pending -> Inqueue) in queue {job.queue}"
 
 
-def _resource_version(raw: bytes) -> str:
-    """metadata.resourceVersion of a raw object reply ("" when it has none)."""
-    try:
-        obj = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return ""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
-    return rv if isinstance(rv, str) else ""
+class ReplyMeta(msgspec.Struct):
+    """What a PodGroup write's reply tells us: the version it produced and the
+    annotations it holds (the rest of the object is skipped unread)."""
+
+    resourceVersion: str = ""
+    annotations: dict[str, str] | None = None
 
 
-def _annotation(raw: bytes, name: str) -> str | None:
-    """metadata.annotations[name] of a raw object reply (None when absent or unreadable)."""
+class _Reply(msgspec.Struct):
+    metadata: ReplyMeta = msgspec.field(default_factory=ReplyMeta)
+
+
+_reply_decoder = msgspec.json.Decoder(_Reply)
+
+
+def reply_meta(raw: bytes) -> ReplyMeta:
+    """The metadata of a raw object reply, decoded once; empty when unreadable."""
     try:
-        obj = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return None
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    notes = meta.get("annotations") if isinstance(meta, dict) else None
-    value = notes.get(name) if isinstance(notes, dict) else None
-    return value if isinstance(value, str) else None
+        return _reply_decoder.decode(raw).metadata
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return ReplyMeta()
 
 
 def _why(exc: BaseException) -> str:
