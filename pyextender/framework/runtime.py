@@ -111,6 +111,15 @@ class Profile:
         return total
 
 
+def first_of_best(scores: FloatArray, tie_rank: IntArray) -> int:
+    """Index of the top score; of several equal to it, the one of lowest ``tie_rank``
+    (ClusterState.tie_rank: one fixed order of the cluster's nodes)."""
+    top = np.flatnonzero(scores == scores.max())
+    if top.shape[0] == 1:
+        return int(top[0])
+    return int(top[np.argmin(tie_rank[top])])
+
+
 def build_profile(
     plugins: Sequence[tuple[PluginSpec, Any]], observe: Observer = _ignore
 ) -> Profile:

@@ -44,7 +44,7 @@ from pyextender.api.object_names import (
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict, tolerates_all
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
-from pyextender.framework.runtime import Profile
+from pyextender.framework.runtime import Profile, first_of_best
 from pyextender.framework.session import Session
 from pyextender.framework.status import Code
 from pyextender.plugins.gpu_share import choose_gpus
@@ -393,8 +393,9 @@ class Extender:
         lone: bool = False,
     ) -> int | None:
         """Index (into ``rows``) of the feasible row our score plugins rank first (of
-        equals, the first in the order kube-scheduler listed them: its parallel filter
-        lists feasible nodes as they finish); None for no pick: without score plugins,
+        equals, the lowest ``tie_rank``: a fixed order of our own, not the order
+        kube-scheduler listed them in, which its parallel filter makes change from
+        pod to pod); None for no pick: without score plugins,
         with one feasible node (unless ``lone``: then that node) or none, and for a pod
         with soft preferences (preferred affinity, ScheduleAnyway spread) or a feasible
         node with a PreferNoSchedule taint it does not tolerate, which only
@@ -418,7 +419,7 @@ class Extender:
             self._decide(ctx.pod.key, "pick", skipped=why)
             return None
         ranked = self.profile.score(ctx, rows[feasible]) if scores is None else scores[feasible]
-        at = int(np.argmax(ranked))
+        at = first_of_best(ranked, ctx.state.tie_rank[rows[feasible]])
         self.metrics.picks.labels("picked").inc()
         # the prioritize entry of the decision log: the choice is made here now
         self._decide(
