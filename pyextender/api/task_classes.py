@@ -114,23 +114,37 @@ def select_classes(counts: Mapping[TaskClass, int], coverage: float = COVERAGE) 
     return TaskClasses.build(kept)
 
 
+REBUILD_GROWTH = 0.01
+"""The learned model is rebuilt once the pods seen have grown by this fraction since
+the last build (and by at least one pod): often while the sample is small and the
+model still moves, rarely once it has settled."""
+
+
 class LearnedClasses:
     """Task classes learned online from the pods the cache sees.
 
     Counts are halved when their total passes ``horizon`` so that the model
-    follows a changing workload. ``classes()`` is rebuilt after changes, but
-    at most every ``rebuild_s`` seconds once built: a workload's size mix
-    moves slowly, and a stable model lets scorers reuse per-node results
-    between pods instead of starting over after every bind.
+    follows a changing workload. ``classes()`` is rebuilt after changes once the
+    pods seen have grown by ``growth`` since the last build, or once ``rebuild_s``
+    seconds have passed: a settled workload's size mix moves slowly, and a stable
+    model lets scorers reuse per-node results between pods instead of starting
+    over after every bind; a young one (a sidecar started on an empty cluster)
+    must not place its first minutes of pods with the model of its first pod.
+    The trace replay rebuilds on growth alone (``rebuild_s`` infinite), so that
+    it does not depend on the machine's speed.
     """
 
-    def __init__(self, horizon: int = 20_000, rebuild_s: float = 10.0) -> None:
+    def __init__(
+        self, horizon: int = 20_000, rebuild_s: float = 10.0, growth: float = REBUILD_GROWTH
+    ) -> None:
         self.horizon = horizon
         self.rebuild_s = rebuild_s
+        self.growth = growth
         self.counts: Counter[TaskClass] = Counter()
         self.version = 0
         self._built: TaskClasses | None = None
         self._built_at = 0.0
+        self._built_version = 0
         self._stale = False
 
     def observe(self, cls: TaskClass) -> None:
@@ -141,8 +155,13 @@ class LearnedClasses:
         self._stale = True
 
     def classes(self) -> TaskClasses:
-        now = time.monotonic()
-        if self._built is None or (self._stale and now - self._built_at >= self.rebuild_s):
+        if self._built is None or (self._stale and self._due()):
             self._built = select_classes(self.counts)
-            self._built_at, self._stale = now, False
+            self._built_at, self._built_version = time.monotonic(), self.version
+            self._stale = False
         return self._built
+
+    def _due(self) -> bool:
+        if self.version >= self._built_version * (1.0 + self.growth) + 1:
+            return True
+        return time.monotonic() - self._built_at >= self.rebuild_s

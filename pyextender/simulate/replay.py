@@ -15,6 +15,7 @@ has placed so far (``learns_classes``): it never sees the trace ahead.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,7 +25,11 @@ import numpy.typing as npt
 from pyextender.api import names
 from pyextender.api.objects import NodeInfo, PodInfo
 from pyextender.api.resources import CPU, GPU, MEMORY, PODS, PYEXTENDER_GPU_MILLI
-from pyextender.api.task_classes import LearnedClasses, TaskClasses, select_classes
+from pyextender.api.task_classes import (
+    REBUILD_GROWTH,
+    LearnedClasses,
+    TaskClasses,
+)
 from pyextender.cache.state import ClusterState
 from pyextender.framework.interfaces import IntArray, PodContext
 from pyextender.framework.runtime import Profile
@@ -55,28 +60,12 @@ class Policy:
     or from the pods placed so far ("bind")."""
 
 
-REBUILD_GROWTH = 0.01
-"""The learned class model is rebuilt once the pods seen have grown by this fraction
-since the last build (and by at least one pod). The sidecar rebuilds at most every
-10 s over a long history; the replay starts from an empty cluster and must not
-depend on the machine's speed, so it counts pods: often while the sample is small
-and the model still moves, rarely once it has settled."""
-
-
 class ReplayClasses(LearnedClasses):
-    """The sidecar's online class model, rebuilt on sample growth instead of time."""
+    """The sidecar's online class model, rebuilt on sample growth alone: the replay
+    starts from an empty cluster and must not depend on the machine's speed."""
 
     def __init__(self, growth: float = REBUILD_GROWTH) -> None:
-        super().__init__()
-        self.growth = growth
-        self._at = 0
-
-    def classes(self) -> TaskClasses:
-        seen = self.version
-        if self._built is None or seen >= self._at * (1.0 + self.growth) + 1:
-            self._built = select_classes(self.counts)
-            self._at = seen
-        return self._built
+        super().__init__(rebuild_s=math.inf, growth=growth)
 
 
 @dataclass(frozen=True, slots=True)

@@ -201,3 +201,28 @@ def test_gpu_spec_limits_a_pod_to_the_models_it_accepts() -> None:
         # one P100 GPU: the second P100-only pod is turned away although the T4s are free
         res = replay(nodes, only_p100, only_p100 + anywhere, POLICIES[name], 42, time.perf_counter)
         assert res.placed == 2, name
+
+
+def test_the_sidecars_model_is_rebuilt_as_the_sample_grows_not_only_every_10_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sidecar started on an empty cluster placed its first 10 s of pods with the model
+    of its first pod (or none): now a growing sample rebuilds it, as in the replay, and
+    the time limit only brings in changes too small to count as growth."""
+    from pyextender.api import task_classes
+    from pyextender.api.task_classes import LearnedClasses, TaskClass
+
+    now = [1000.0]
+    monkeypatch.setattr(task_classes.time, "monotonic", lambda: now[0])
+    learned = LearnedClasses(rebuild_s=10.0, growth=0.5)
+    assert learned.classes().size == 0
+    learned.observe(TaskClass(1000, 500, 1))
+    assert learned.classes().weight_sum == 1  # no time passed: rebuilt on growth
+    learned.observe(TaskClass(1000, 500, 1))
+    two = learned.classes()
+    assert two.weight_sum == 1  # 2 < 1 * 1.5 + 1, and no time passed
+    now[0] += 10.0
+    assert learned.classes().weight_sum == 2  # the time limit brings it in
+    settled = learned.classes()
+    now[0] += 60.0
+    assert learned.classes() is settled  # nothing new seen: kept
