@@ -12,7 +12,7 @@ the same pod shape (the per-shape memo updated from cache deltas); the first
 call of each shape (``cold``) computes the shape's Δ on every row from the
 per-row state all shapes share (W before, per-class GPU counts), itself kept
 up to date the same way. ``rebuild``: calls with both caches emptied first, as
-after the class model changes (every ``rebuild_s``, 10 s, at most). A full
+after the class model changes (on 1 % growth of the pods seen, or after 10 s). A full
 scan by the numba kernel alone (``fgd_scores`` on every row, fresh caches) is
 reported for comparison. Wall and CPU time of the calling thread are both reported: on a
 shared machine the wall-clock p99 of a sub-millisecond call is mostly other

@@ -75,8 +75,8 @@ def warm_up(profile: Profile) -> float:
         if placed:  # on the second node, so every pod still fits the first one
             pod = pod_from_dict(_pod("placed", 1, {PYEXTENDER_GPU_MILLI: "500"}))
             state.add_pod(pod, WARMUP_NODES[1])
-            # the class model as placed pods make it (the learned one is rebuilt at most
-            # every 10 s, so it would still be the empty model of the first pass)
+            # a class model as placed pods make it, fixed: the warm-up state's own
+            # learned model has seen one pod, and the kernels want a few classes
             state.gpu.fixed_classes = select_classes(
                 {TaskClass(1000, 500, 1): 2, TaskClass(1000, 1000, 4): 1}
             )
