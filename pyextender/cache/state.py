@@ -37,7 +37,7 @@ def tie_rank(name: str) -> int:
     alike), and a fixed order among them fills some nodes before it touches others,
     where an order that changes from pod to pod spreads pods over every node. In
     the trace replay, breaking ties at random per pod instead of by a fixed order
-    cost 5 pp of GPU allocation (README, Placement). Not a random permutation drawn
+    cost 5 pp of GPU allocation (README, The sidecar). Not a random permutation drawn
     at start: that would change with every restart and differ between replicas."""
     digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1  # fits int64
