@@ -8,8 +8,8 @@ node list (flat GPUs, the model as the node's nvidia.com/gpu.product label, as t
 replay has them), and sets beside it the in-process replay of the same nodes and
 arrivals: what the replay claims and what the deployed system does.
 
-What differs on purpose: the sidecar learns its task classes from the pods it
-binds and rebuilds its model at most every 10 s (the replay: on 1 % growth), and
+What differs on purpose: the sidecar rebuilds its learned task classes on 1 %
+growth of the pods it has bound or after 10 s (the replay: on growth alone), and
 ties between equally scored nodes go to the sidecar's own order (a hash of each
 node name; the replay: the protocol's node permutation of the seed).
 
