@@ -121,6 +121,11 @@ class Job:
     times a cycle; a session never changes a job's tasks once built (the builder
     clears this when it replaces them)."""
 
+    _pending: list[Task] | None = field(default=None, init=False, repr=False, compare=False)
+    """pending once listed (None: not yet); asked for per job by several actions and
+    plugins a cycle, and cleared with ``_bound_count`` where ``tasks`` is replaced.
+    Callers only read it."""
+
     @property
     def bound_count(self) -> int:
         if self._bound_count < 0:
@@ -133,7 +138,14 @@ class Job:
 
     @property
     def pending(self) -> list[Task]:
-        return [t for t in self.tasks if not t.bound]
+        if self._pending is None:
+            self._pending = [t for t in self.tasks if t.node < 0]
+        return self._pending
+
+    def tasks_changed(self) -> None:
+        """``tasks`` was replaced: what was counted from it is counted again."""
+        self._bound_count = -1
+        self._pending = None
 
     @property
     def phase(self) -> str:
@@ -463,7 +475,7 @@ class Session:
         job = self.job_of.get(task.pod.uid)
         if job is not None:
             job.tasks = [gone if t is task else t for t in job.tasks]
-            job._bound_count = -1
+            job.tasks_changed()
 
     def allocate(self, job: Job, request: IntArray) -> None:
         """Record a decision to place ``request`` for ``job`` (admission or an

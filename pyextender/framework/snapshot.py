@@ -168,8 +168,8 @@ def build_session(
             jobs[key] = job
         job.tasks.append(task)
         job.priority = max(job.priority, pod.priority)
-        if job.running_estimate is None:
-            job.running_estimate = _duration(pod.annotations.get(RUNNING_ESTIMATE_ANNOTATION))
+        if job.running_estimate is None and RUNNING_ESTIMATE_ANNOTATION in pod.annotations:
+            job.running_estimate = _duration(pod.annotations[RUNNING_ESTIMATE_ANNOTATION])
     # a request naming a resource no node has adds a column while building
     width = len(state.resources)
     for key, group in cache.groups.items():
@@ -200,8 +200,15 @@ def build_session(
                 else t
                 for t in job.tasks
             ]
-            job._bound_count = -1
-        bound = [t.request for t in job.tasks if t.bound]
+            job.tasks_changed()
+        # the bound requests and bound_count in one pass over the tasks
+        bound: list[IntArray] = []
+        live = 0
+        for t in job.tasks:
+            if t.node >= 0:
+                bound.append(t.request)
+                live += not t.pod.deleting
+        job._bound_count = live
         if not bound:
             job.allocated = zero
         elif len(bound) == 1 and not bound[0].flags.writeable:
