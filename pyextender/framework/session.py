@@ -16,7 +16,7 @@ conformance must not be overridden by a lower tier).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal, Protocol, cast, runtime_checkable
@@ -302,9 +302,7 @@ class Session:
         tiers: Sequence[Sequence[object]],
         now: float,
         options: dict[str, dict[str, bool]] | None = None,
-        pause: Callable[[], None] | None = None,
     ) -> None:
-        """``pause`` is called between small units of work (see ``build_session``)."""
         self.state = state
         self.jobs = jobs
         self.queues = queues
@@ -316,15 +314,8 @@ class Session:
         self.now = now
         self.options = options or {}
         """plugin name -> Volcano enable switches (enableJobOrder, ...); absent = on."""
-        self.job_of: dict[str, Job] = {}
-        """pod uid -> its job."""
-        self.task_of: dict[str, Task] = {}
-        for i, job in enumerate(jobs.values()):
-            if pause is not None and not i % PAUSE_EVERY:
-                pause()
-            for t in job.tasks:
-                self.job_of[t.pod.uid] = job
-                self.task_of[t.pod.uid] = t
+        self._job_of: dict[str, Job] | None = None
+        self._task_of: dict[str, Task] | None = None
         rows = state.live_rows()
         sched = rows[state.schedulable[rows]]
         self.rows = sched
@@ -338,6 +329,33 @@ class Session:
         """Rows reserved during this cycle (a gang past its sla-waiting-time that did
         not fit): later gangs of the same cycle keep off them, as they keep off the
         reservations of the last cycle (``state.reservations``)."""
+
+    @property
+    def job_of(self) -> dict[str, Job]:
+        """pod uid -> its job. Made on first use: only victim searches (preempt,
+        reclaim, the preempt verb) and a few lifts ask, and at 48,000 pods making it
+        for every cycle was a sixth of the session's build."""
+        if self._job_of is None:
+            self._index()
+        assert self._job_of is not None
+        return self._job_of
+
+    @property
+    def task_of(self) -> dict[str, Task]:
+        """pod uid -> its task (made with ``job_of``)."""
+        if self._task_of is None:
+            self._index()
+        assert self._task_of is not None
+        return self._task_of
+
+    def _index(self) -> None:
+        job_of: dict[str, Job] = {}
+        task_of: dict[str, Task] = {}
+        for job in self.jobs.values():
+            for t in job.tasks:
+                job_of[t.pod.uid] = job
+                task_of[t.pod.uid] = t
+        self._job_of, self._task_of = job_of, task_of
 
     # -- tier evaluation -----------------------------------------------------------
     def _plugins(self, kind: type, option: str) -> list[list[object]]:

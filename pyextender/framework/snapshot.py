@@ -277,7 +277,7 @@ def build_session(
             q.held += job.held
     if memo is not None:
         memo.width, memo.tasks = (width, kept) if width == start_width else (-1, {})
-    ssn = Session(state, jobs, queues, tiers, now, options, pause)
+    ssn = Session(state, jobs, queues, tiers, now, options)
     pause()  # the plugins' session opening (drf, proportion) comes next
     ssn.open()
     return ssn
