@@ -118,7 +118,7 @@ def build_session(
     # each pod are bound locally (a cycle at 48,000 pods is mostly this loop)
     records = state.pods.get
     earlier = seen.get
-    job_of = jobs.get
+    job_by_key = jobs.get
     groups = cache.groups
     scheduler = cache.scheduler_name
     overridden = bool(evicting or lifting)
@@ -150,7 +150,7 @@ def build_session(
             else:
                 task = Task(pod=pod, request=state.shared_vector(pod.requests), node=node)
                 kept[uid] = (pod, node, task, group_key, key)
-        job = job_of(key)
+        job = job_by_key(key)
         if job is None:
             group = groups.get(group_key) if group_key else None
             if group is not None and group_key in phases and group.phase in ("Pending", ""):
