@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from pyextender.api.status_route import StatusRoute, status_missed
 
@@ -153,3 +154,30 @@ def test_status_missed_reads_merge_patch_semantics() -> None:
         assert status_missed(reply, sent) == "7", sent
     assert status_missed(b"not json", {"phase": "Inqueue"}) is None
     assert status_missed(b'{"metadata": {}}', {"phase": "A"}) == ""
+
+
+def test_a_failed_rediscovery_keeps_the_object_write() -> None:
+    """The reply lacks a pruned field and discovery then fails (has_status assumes a
+    /status, which answers 404): the object write stands and no error reaches the
+    caller."""
+    server = Server(served_status=False)
+    server.prune = {"extra"}
+    route = _route(server)
+    route.has_status(GROUP, VERSION, PLURAL)
+
+    def down(*_: Any, **__: Any) -> Resp:
+        raise OSError("discovery down")
+
+    route.custom.get_api_resources = down  # type: ignore[attr-defined]
+    real_patch = server.patch
+
+    def patch(path: str, body: dict[str, Any], content_type: str) -> bytes:
+        if path.endswith("/status"):
+            server.calls.append((path, body))
+            raise ApiException(status=404)
+        return real_patch(path, body, content_type)
+
+    server.patch = patch  # type: ignore[method-assign]
+    reply = _write(route, server, {"status": {"phase": "Pending", "extra": 1}})
+    assert reply["status"] == {"phase": "Pending"} == server.obj["status"]
+    assert server.paths()[-2:] == ["object", "/status"]
