@@ -223,6 +223,8 @@ def build_session(
             job.allocated = zero
         elif len(bound) == 1 and not bound[0].flags.writeable:
             job.allocated = bound[0]  # a kept Task's read-only request
+        elif all(r is bound[0] for r in bound):
+            job.allocated = bound[0] * len(bound)  # members alike (one shared vector)
         else:
             job.allocated = np.add.reduce(bound)
         if job.group is not None:

@@ -101,3 +101,25 @@ def test_sessions_with_and_without_the_memo_are_the_same() -> None:
         with_memo = _build(w, memo, lifting=lifting)
         without = _build(w, None, lifting=lifting)
         assert _summary(with_memo) == _summary(without), f"step {step}"
+
+
+def test_a_jobs_allocation_sums_its_bound_members_alike_or_not() -> None:
+    """Members with the same requests share one vector (allocated is that vector times
+    the count); members that differ are summed; a lone bound member lends its own."""
+    w = World(nodes=3, gpus=8)
+    w.gang("alike", 3, gpus=2, phase="Running", bound=["n0", "n1", "n2"])
+    w.gang("mixed", 2, gpus=1, phase="Running", bound=["n0", "n1"])
+    w.pod("mixed-2", gpus=3, group="mixed", node="n2")
+    w.gang("one", 2, gpus=4, phase="Running", bound=["n2"])
+    memo = TaskMemo()
+    for _ in range(2):  # fresh Tasks, then kept ones
+        ssn = _build(w, memo)
+        gpu = ssn.state.column["nvidia.com/gpu"]
+        for key, want in (("t/alike", 6), ("t/mixed", 5), ("t/one", 4)):
+            job = ssn.jobs[key]
+            total = sum(t.request for t in job.tasks if t.bound)
+            assert job.allocated[gpu] == want
+            assert (job.allocated == total).all()
+        alike = ssn.jobs["t/alike"]
+        assert alike.allocated is not alike.tasks[0].request
+        alike.allocated += 0  # its own array, not a shared request
