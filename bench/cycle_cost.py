@@ -20,6 +20,10 @@ for victims among every running pod each cycle. Each row is measured twice: as
 shipped, and with every action's virtual placement done one task at a time
 (bench/placement_reference.py, how it worked before a gang's equal requests were
 placed per node): the "1-by-1" columns, and their ratio to the shipped p50.
+"share" is the part of one core the decide thread takes while changes keep coming:
+the p50 cycle's CPU over itself plus the gap the loop then waits (DECIDE_SHARE, at
+most HEARTBEAT_S). Above ~110 ms a cycle the 1 s cap wins and the share passes 10 %;
+e.g. --gang-nodes 10000 --gangs 6000 (48,000 pods).
 
 Usage: python bench/cycle_cost.py [--nodes 5000] [--cycles 200] [--ticks 10]
        [--gangs 150,450,1000] [--gang-nodes 500] [--gang-cycles 60]
@@ -174,13 +178,20 @@ def gang_scaling(nodes: int, running: int, cycles: int) -> dict[str, float]:
         del snap
     gc.unfreeze()
     p50, p99 = (float(np.percentile(times, q)) for q in (50, 99))
+    cpu_p50 = float(np.percentile(cpu, 50))
+    # the loop's spacing after a cycle of the median CPU cost (DECIDE_SHARE, capped at
+    # HEARTBEAT_S): the share of one core the decide thread takes while events come
+    loop.decide_cpu_s = cpu_p50 / 1000
+    gap_ms = loop.next_gap() * 1000
     return {
         "running_gangs": running,
         "pods": len(pods),
         "decide_p50_ms": round(p50, 3),
         "decide_p99_ms": round(p99, 3),
         "decide_min_ms": round(min(times), 3),
-        "decide_cpu_p50_ms": round(float(np.percentile(cpu, 50)), 3),
+        "decide_cpu_p50_ms": round(cpu_p50, 3),
+        "next_gap_ms": round(gap_ms, 1),
+        "decide_core_share": round(cpu_p50 / (cpu_p50 + gap_ms), 3),
     }
 
 
@@ -202,7 +213,10 @@ def main() -> int:
     rows = []
     if args.gangs:
         print(f"gangs of 8 running on {args.gang_nodes} nodes (8 GPUs), 8 gangs waiting:")
-        cols = ("running", "pods", "p50 ms", "p99 ms", "min ms", "cpu p50", "1-by-1 p50", "ratio")
+        cols = (
+            "running", "pods", "p50 ms", "p99 ms", "min ms", "cpu p50", "share", "1-by-1 p50",
+            "ratio",
+        )  # fmt: skip
         print(" ".join(f"{c:>8}" if i != 1 else f"{c:>6}" for i, c in enumerate(cols)))
         for g in (int(x) for x in args.gangs.split(",")):
             r = gang_scaling(args.gang_nodes, g, args.gang_cycles)
@@ -215,7 +229,8 @@ def main() -> int:
             print(
                 f"{g:>8} {r['pods']:>6} {r['decide_p50_ms']:>8.2f} {r['decide_p99_ms']:>8.2f}"
                 f" {r['decide_min_ms']:>8.2f} {r['decide_cpu_p50_ms']:>8.2f}"
-                f" {base['decide_p50_ms']:>10.2f} {r['one_by_one_vs_shipped_p50']:>8.2f}"
+                f" {r['decide_core_share']:>8.1%} {base['decide_p50_ms']:>10.2f}"
+                f" {r['one_by_one_vs_shipped_p50']:>8.2f}"
             )
     ext = build_extender(args.nodes)
     cache = ext.cache
