@@ -178,9 +178,11 @@ _PY_GET = (
 """curl's stand-in where curl is not installed."""
 
 
-def inspect_commands(st: ClusterState, name: str, pod: str) -> list[str]:
+def inspect_commands(st: ClusterState, name: str, pod: str, decided: str = "") -> list[str]:
     """The commands ``make run`` prints at the end, in order; each works when pasted
     into a shell in the repository (tests/e2e/test_demo.py runs every one).
+    ``pod`` is described (a pending one: its events say why); the decision log is
+    asked about ``decided`` (default ``pod``), a pod the sidecar has decided about.
 
     kubectl is the one devcluster built (same version as the API server), put first
     on PATH, so nothing has to be installed by hand.
@@ -196,7 +198,7 @@ def inspect_commands(st: ClusterState, name: str, pod: str) -> list[str]:
         f"kubectl describe pod -n demo {pod}    # Events: FailedScheduling says why",
         "kubectl get nodes -L pyextender.io/supernode",
         f"{curl} {st.extender_url}/metrics | grep ^pyextender_",
-        f"{curl} '{st.extender_url}/debug/decisions?pod=demo/{pod}'",
+        f"{curl} '{st.extender_url}/debug/decisions?pod=demo/{decided or pod}'",
         f"make cluster-status NAME={name}    # processes, ports; logs in {st.logs}/",
         f"make cluster-down NAME={name}    # stops every process of the cluster",
     ]
@@ -292,7 +294,14 @@ def main(argv: list[str] | None = None) -> int:
         "\n[bold]The cluster keeps running.[/] Look around (copy and paste):"
     )
     pending = sorted(p.metadata.name for p in pods if not p.spec.node_name)
-    for line in inspect_commands(st, args.name, pending[0] if pending else "train-0"):
+    described = pending[0] if pending else "train-0"
+    # A pod kube-scheduler turned down before asking the extender (its own resource
+    # check failed on every node) is not in the sidecar's log: ask the log about a
+    # pod it has (pending ones first), so the example shows a decision.
+    logged = {k.removeprefix("demo/") for k in _decisions(st.extender_url)}
+    names = sorted(p.metadata.name for p in pods)
+    decided = next((n for n in [*pending, *names] if n in logged), described)
+    for line in inspect_commands(st, args.name, described, decided):
         console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
     return 0
 

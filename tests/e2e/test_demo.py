@@ -90,8 +90,12 @@ def test_make_run_comes_up_and_every_printed_command_works(tmp_path: Path) -> No
         assert "SUPERNODE" in outputs["kubectl get nodes -L pyextender.io/supernode"]
         metrics = next(v for k, v in outputs.items() if k.endswith("grep ^pyextender_"))
         assert "pyextender_verb_requests_total" in metrics
-        decisions = next(v for k, v in outputs.items() if "/debug/decisions" in k)
-        assert isinstance(json.loads(decisions), list)
+        asked, decisions = next((k, v) for k, v in outputs.items() if "/debug/decisions" in k)
+        # the example names a pod the sidecar decided about: its answer is not empty
+        about = asked.rsplit("pod=", 1)[1].rstrip("'")
+        rows = json.loads(decisions)
+        assert rows and all(r["pod"] == about for r in rows), (asked, decisions[:500])
+        assert {r["verb"] for r in rows} & {"filter", "bind", "pick"}
         status = next(v for k, v in outputs.items() if k.startswith("make cluster-status"))
         assert '"running": true' in status
         assert not [p for p in pids if _alive(p)], "make cluster-down left processes"
