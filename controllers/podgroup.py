@@ -2,12 +2,13 @@
 
 1. Keeps our part of every PodGroup's status current from its member pods
    (counts, Running/Completed/Unknown, condition Scheduled; podgroup_status).
-2. Gives a pod of ours (schedulerName ``volcano``) that names no PodGroup one
-   of its own, as Volcano does: ``podgroup-<uid of the pod's controller, or of
-   the pod>``, minMember 1 (or its ReplicaSet's/StatefulSet's
-   ``scheduling.volcano.sh/group-min-member``), minResources that many times the
-   pod's quota usage, and annotates the pod with it. Only in namespaces labelled
-   ``pyextender.io/enabled=true``.
+2. Gives a pod of ours that names no PodGroup one of its own, as Volcano does:
+   ``podgroup-<uid of the pod's controller, or of the pod>``, minMember 1 (or its
+   ReplicaSet's/StatefulSet's ``scheduling.volcano.sh/group-min-member``),
+   minResources that many times the pod's quota usage, and annotates the pod with
+   it. Ours: it names ``volcano`` in a namespace labelled
+   ``pyextender.io/enabled=true``, or our webhook held it (``_ours``). Such a pod
+   waits, gated, until the sidecar admits that PodGroup to its queue.
 3. Deletes ``podgroup-<owner uid>`` when its ReplicaSet or StatefulSet is scaled to
    zero (spec.replicas 0: the old ReplicaSet after a Deployment rollout), and
    gives the owner's pods their PodGroup again when it is scaled back up, as
@@ -180,13 +181,23 @@ class PodGroupController(Controller):
         ns = self.ctx.namespaces.get(namespace)
         return ns is not None and self._enabled_obj(ns)
 
+    def _ours(self, pod: Obj) -> bool:
+        """A pod that should belong to a PodGroup: it names our scheduler in an adopted
+        namespace, or our webhook held it (the webhook saw its namespace adopted, by
+        label or by name, and in existing mode gave it the cluster's scheduler name):
+        it waits, held, for the PodGroup we give it to be admitted."""
+        if P.annotations_of(pod).get(names.GATED_BY_WEBHOOK_ANNOTATION) == "true":
+            return True
+        return P.scheduler_name(pod) == self.ctx.scheduler_name and self._enabled(
+            str(meta(pod).get("namespace"))
+        )
+
     def _needs_podgroup(self, pod: Obj) -> bool:
         return (
             not P.group_name(pod)
-            and P.scheduler_name(pod) == self.ctx.scheduler_name
             and P.phase(pod) not in P.TERMINATED
             and not P.deleting(pod)
-            and self._enabled(str(meta(pod).get("namespace")))
+            and self._ours(pod)
         )
 
     def resync(self) -> None:
@@ -255,14 +266,14 @@ class PodGroupController(Controller):
             self.wrote("podgroup-delete")
             log.info("%s %s scaled to zero: deleted PodGroup %s", kind, key, pg_name)
             return
-        if pg is not None or not self._enabled(ns):
+        if pg is not None:
             return
         for pod in ctx.pods.by_index("controller-uid", uid):
             if (
                 P.group_name(pod) in ("", pg_name)
-                and P.scheduler_name(pod) == ctx.scheduler_name
                 and P.phase(pod) not in P.TERMINATED
                 and not P.deleting(pod)
+                and self._ours(pod)
             ):
                 body = bare_podgroup(pod, P.annotations_of(owner))
                 created = await ignore_exists(call(ctx.kube.create, PODGROUPS, ns, body))
@@ -306,7 +317,7 @@ class PodGroupController(Controller):
                 ctx.recorder.event(
                     pod,
                     "PodGroupCreated",
-                    f"pod has schedulerName {ctx.scheduler_name} and no "
+                    f"pod is ours (schedulerName {P.scheduler_name(pod)}) and has no "
                     f"{names.GROUP_NAME_ANNOTATION} annotation: created PodGroup {pg_name}",
                 )
         patch = {"metadata": {"annotations": {names.GROUP_NAME_ANNOTATION: pg_name}}}

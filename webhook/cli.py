@@ -28,7 +28,10 @@ endpoints (HTTPS):
                             annotation {GROUP_NAME_ANNOTATION} gets schedulerName
                             {SCHEDULER_NAME} (if it asked for default-scheduler) and
                             scheduling gate {GANG_GATE} (--gang-barrier=scheduler:
-                            annotation {BARRIER_ANNOTATION} instead)
+                            annotation {BARRIER_ANNOTATION} instead); a pod
+                            without it that names {SCHEDULER_NAME} is held the same
+                            way until the PodGroup controller's PodGroup for it is
+                            admitted to its queue
   POST {MUTATE_PODS_SHADOW:<20} the same for {ENABLED_LABEL}=shadow, but only logged and
                             counted (pyextender_webhook_shadow_changes_total)
   POST {VALIDATE:<20} Volcano PodGroup, Queue, Job, CronJob, Command, HyperNode: field

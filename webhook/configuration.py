@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from pyextender.api import generated
-from pyextender.api.names import ENABLED_LABEL, GROUP_NAME_ANNOTATION
+from pyextender.api.names import ENABLED_LABEL, GROUP_NAME_ANNOTATION, SCHEDULER_NAME
 from pyextender.api.volcano import RESOURCES, Job, Queue
 
 MUTATE_PODS = "/mutate/pods"
@@ -98,9 +98,13 @@ def _pod_webhook(name: str, path: str, mode: str, fail: bool, cc: ClientConfig) 
         "namespaceSelector": {"matchLabels": {ENABLED_LABEL: mode}},
         "matchConditions": [
             {
-                "name": "gang-member",
-                "expression": "has(object.metadata.annotations) && "
-                f"'{GROUP_NAME_ANNOTATION}' in object.metadata.annotations",
+                # a gang member, or a bare pod naming us (mutate_pod.py: it waits for
+                # its PodGroup's admission too); any other pod is not sent at all
+                "name": "gang-member-or-ours",
+                "expression": "(has(object.metadata.annotations) && "
+                f"'{GROUP_NAME_ANNOTATION}' in object.metadata.annotations) || "
+                "(has(object.spec.schedulerName) && "
+                f"object.spec.schedulerName == '{SCHEDULER_NAME}')",
             },
             {
                 "name": "not-bound",

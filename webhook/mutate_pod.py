@@ -1,7 +1,9 @@
-"""Pod mutation: send the gang members of an adopted namespace to us, gated.
+"""Pod mutation: send the pods of an adopted namespace that are ours to us, gated.
 
-A pod is a gang member when it carries Volcano's ``scheduling.k8s.io/group-name``
-annotation. At creation, before any node is chosen, the webhook
+A pod is ours when it carries Volcano's ``scheduling.k8s.io/group-name``
+annotation (a gang member), or names no PodGroup but names our scheduler (a bare
+pod: the PodGroup controller gives it a PodGroup of its own, as Volcano's does).
+At creation, before any node is chosen, the webhook
 
 - sets ``schedulerName: volcano`` when the pod asked for no scheduler in
   particular (empty or ``default-scheduler``), and
@@ -13,6 +15,12 @@ With ``Adoption.barrier`` (``--gang-barrier=scheduler``, for a kube-scheduler
 built with our framework shim) the pod gets the annotation
 ``pyextender.io/gang-barrier`` instead of the gate: the shim's PreEnqueue holds
 it until the sidecar releases its gang, with no write to the pod.
+
+A bare pod is held like a gang member so that it, too, waits for its queue: with
+Volcano a pod runs only once its PodGroup is admitted (Inqueue), and a pod that
+reached kube-scheduler ungated would be placed before the PodGroup controller had
+even made its PodGroup, whatever its queue's capability. Bare pods that name
+another scheduler (``default-scheduler`` included) are not ours and pass unchanged.
 
 A pod that names another scheduler is left alone entirely: its scheduler
 would never see our gate lifted. Only CREATE is mutated, because the API
@@ -69,6 +77,12 @@ class Adoption:
     @property
     def marker(self) -> bool:
         return self.mode == EXISTING_MODE
+
+    @property
+    def bare_name(self) -> str:
+        """The schedulerName that makes a pod naming no PodGroup ours: the name of our
+        profile, or (existing mode, which has no profile) Volcano's."""
+        return SCHEDULER_NAME if self.marker else self.scheduler_name
 
     @property
     def accepted(self) -> tuple[str, ...]:
@@ -128,15 +142,20 @@ def plan_pod(
         return PodPlan(skipped="no pod in the request")
     annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
     group = annotations.get(GROUP_NAME_ANNOTATION)
-    if not isinstance(group, str) or not group:
-        return PodPlan(skipped=f"no {GROUP_NAME_ANNOTATION} annotation: not a gang member")
     spec = pod.get("spec")
+    bare = not isinstance(group, str) or not group
+    group = "" if bare else str(group)
     if not isinstance(spec, Mapping):
         return PodPlan(group=group, skipped="pod has no spec")
+    requested = spec.get("schedulerName") or ""
+    if bare and requested != adoption.bare_name:
+        return PodPlan(
+            skipped=f"no {GROUP_NAME_ANNOTATION} annotation and schedulerName "
+            f"{requested!r}: neither a gang member nor a pod of ours"
+        )
     node = spec.get("nodeName")
     if node:
         return PodPlan(group=group, skipped=f"already bound to node {node}")
-    requested = spec.get("schedulerName") or ""
     if requested not in adoption.accepted:
         return PodPlan(
             group=group, skipped=f"schedulerName {requested!r}: another scheduler owns the pod"
@@ -179,6 +198,23 @@ def _marker_ops(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
     return ops
 
 
+def _annotation_ops(pod: Mapping[str, Any], keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Set each annotation to "true"; a pod with no annotations at all (a bare pod may
+    have none) gets the whole map in one operation."""
+    if not isinstance(_mapping(pod.get("metadata")).get("annotations"), Mapping):
+        return [
+            {"op": "add", "path": "/metadata/annotations", "value": dict.fromkeys(keys, "true")}
+        ]
+    return [
+        {
+            "op": "add",
+            "path": "/metadata/annotations/" + k.replace("~", "~0").replace("/", "~1"),
+            "value": "true",
+        }
+        for k in keys
+    ]
+
+
 def pod_patch(
     pod: Mapping[str, Any], plan: PodPlan, adoption: Adoption | None = None
 ) -> list[dict[str, Any]]:
@@ -192,19 +228,14 @@ def pod_patch(
     if plan.set_scheduler:
         ops.append({"op": "add", "path": "/spec/schedulerName", "value": adoption.scheduler_name})
     if plan.add_gate and plan.barrier:
-        # plan_pod only holds pods with the group-name annotation: annotations exist
-        for name in (BARRIER_ANNOTATION, GATED_BY_WEBHOOK_ANNOTATION):
-            key = name.replace("~", "~0").replace("/", "~1")
-            ops.append({"op": "add", "path": f"/metadata/annotations/{key}", "value": "true"})
+        ops.extend(_annotation_ops(pod, (BARRIER_ANNOTATION, GATED_BY_WEBHOOK_ANNOTATION)))
     elif plan.add_gate:
         gate = {"name": GANG_GATE}
         if isinstance(_mapping(pod.get("spec")).get("schedulingGates"), list):
             ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": gate})
         else:
             ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [gate]})
-        # plan_pod only gates pods with the group-name annotation: annotations exist
-        key = GATED_BY_WEBHOOK_ANNOTATION.replace("~", "~0").replace("/", "~1")
-        ops.append({"op": "add", "path": f"/metadata/annotations/{key}", "value": "true"})
+        ops.extend(_annotation_ops(pod, (GATED_BY_WEBHOOK_ANNOTATION,)))
     if plan.add_marker:
         ops.extend(_marker_ops(pod))
     return ops

@@ -33,15 +33,21 @@ from kubernetes import client, config
 from devcluster import runas
 from devcluster.installed import NAMESPACE, InstalledCluster, Release
 from devcluster.nodes import NodeShape
-from pyextender.api.names import ENABLED_LABEL, GANG_GATE, GROUP_NAME_ANNOTATION
+from pyextender.api.names import (
+    ENABLED_LABEL,
+    GANG_GATE,
+    GROUP_NAME_ANNOTATION,
+    POD_QUEUE_ANNOTATION,
+)
 from tests.e2e.conftest import Env
-from tests.e2e.kube import bound, bound_of, pod, podgroup, wait_for
+from tests.e2e.kube import GROUP, bound, bound_of, condition, pod, podgroup, queue, wait_for
 from tests.e2e.test_gangs import (  # the core scenarios, run against the installed system
     test_gang_all_or_nothing,
     test_priority_preemption_evicts_victim_gangs_whole,
     test_queue_weights_converge_and_capability_holds,
     test_two_gangs_that_fit_alone_but_not_together,
 )
+from tests.e2e.waits import Sampler
 
 pytestmark = pytest.mark.e2e
 
@@ -249,6 +255,47 @@ def test_webhook_gates_and_routes_gang_pods_of_adopted_namespaces(
     p = core.read_namespaced_pod("big-0", ns)
     assert p.spec.scheduler_name == "volcano"
     assert [g.name for g in p.spec.scheduling_gates] == [GANG_GATE]
+
+
+def test_a_bare_pod_waits_for_its_queue_as_with_volcano(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """A pod that names volcano and no PodGroup gets one of its own, and runs only once
+    its queue admits it: here a queue capped at 100m CPU holds a 2-CPU pod (gated, the
+    PodGroup saying why) while a pod of the default queue runs, until the cap is raised.
+    Before the webhook held such pods, this one ran at once, its queue at 20x its cap."""
+    ns = _adopted_namespace(core, "bare")
+    tiny = f"tiny{next(_ns)}"
+    queue(api, tiny, capability={"cpu": "100m"})
+    big = pod("big", ns, cpu="2")
+    big["metadata"]["annotations"] = {POD_QUEUE_ANNOTATION: tiny}
+    core.create_namespaced_pod(ns, big)
+    sampler = Sampler(lambda: int("big" in bound(core, ns)))
+    core.create_namespaced_pod(ns, pod("small", ns, cpu="1"))
+    created = core.read_namespaced_pod("big", ns)
+    assert [g.name for g in created.spec.scheduling_gates or []] == [GANG_GATE]
+    wait_for("the default queue's bare pod bound", lambda: "small" in bound(core, ns), timeout=60)
+    group = f"podgroup-{created.metadata.uid}"
+    wait_for(  # the PodGroup controller makes the PodGroup, then names it on the pod
+        "the pod given its own PodGroup",
+        lambda: (
+            core.read_namespaced_pod("big", ns).metadata.annotations.get(GROUP_NAME_ANNOTATION)
+            == group
+        ),
+    )
+    wait_for(
+        "the capped queue named on the held pod's PodGroup",
+        lambda: f'queue "{tiny}" capability exceeded' in condition(api, ns, group, "Unschedulable"),
+        timeout=30,
+    )
+    held = core.read_namespaced_pod("big", ns)
+    assert held.metadata.annotations[GROUP_NAME_ANNOTATION] == group
+    assert [g.name for g in held.spec.scheduling_gates] == [GANG_GATE]
+    assert max(sampler.close()) == 0, "the pod ran past its queue's capability"
+    client.CustomObjectsApi(api).patch_cluster_custom_object(
+        *GROUP, "queues", tiny, {"spec": {"capability": {"cpu": "4"}}}
+    )
+    wait_for("the pod bound once its queue has room", lambda: "big" in bound(core, ns), timeout=60)
 
 
 def test_webhook_validates_volcano_objects(api: client.ApiClient, installed: Release) -> None:

@@ -106,3 +106,24 @@ def test_adopted_gang_is_marked_and_scheduled_all_or_nothing(
     core.delete_namespaced_pod("blocker", ns, grace_period_seconds=0)
     wait_for("the whole gang bound", lambda: bound_of(core, ns, names) == 2, timeout=120)
     assert verb_calls(installed) > before  # the cluster's scheduler called us for them
+
+
+def test_a_bare_pod_naming_volcano_is_adopted_and_runs(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """Existing mode has no scheduler named volcano: such a pod used to stay Pending for
+    ever. The webhook adopts it as it does a gang member (the cluster's scheduler, the
+    marker, the gate), the PodGroup controller gives it a PodGroup, and it runs once
+    that is admitted, through our extender."""
+    ns = "adopted-bare"  # a CPU pod: the gang above holds every GPU
+    core.create_namespace({"metadata": {"name": ns, "labels": {ENABLED_LABEL: "true"}}})
+    before = verb_calls(installed)
+    core.create_namespaced_pod(ns, pod("bare", ns, scheduler="volcano"))
+    p = core.read_namespaced_pod("bare", ns)
+    assert p.spec.scheduler_name == "default-scheduler"
+    assert [g.name for g in p.spec.scheduling_gates] == [GANG_GATE]
+    assert p.spec.containers[0].resources.requests[BATCH_RESOURCE] == "1"
+    wait_for("the bare pod bound", lambda: "bare" in bound(core, ns), timeout=60)
+    annotations = core.read_namespaced_pod("bare", ns).metadata.annotations
+    assert annotations[GROUP_NAME_ANNOTATION] == f"podgroup-{p.metadata.uid}"
+    assert verb_calls(installed) > before

@@ -31,9 +31,20 @@ from pyextender.api.names import (
     BARRIER_ANNOTATION,
     GPU_INDEX_ANNOTATION,
     GROUP_NAME_ANNOTATION,
+    POD_QUEUE_ANNOTATION,
 )
 from tests.e2e.conftest import Env
-from tests.e2e.kube import bound, bound_of, metrics, podgroup, wait_for
+from tests.e2e.kube import (
+    GROUP,
+    bound,
+    bound_of,
+    condition,
+    metrics,
+    pod,
+    podgroup,
+    queue,
+    wait_for,
+)
 from tests.e2e.test_gangs import (  # the core scenarios, framework mode, installed
     test_gang_all_or_nothing,
     test_two_gangs_that_fit_alone_but_not_together,
@@ -143,6 +154,44 @@ def test_adopted_gang_waits_at_the_barrier_then_binds_whole(
     # released by a write to the PodGroup, never by a PATCH per member
     assert _writes(url, "lift") == lifted
     assert _released(url) > released
+
+
+def test_a_bare_pod_waits_at_the_barrier_for_its_queue(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """test_installed's bare pod in a capped queue, framework mode: held by the barrier
+    annotation (never gated), kept out while its queue is full, released by its
+    PodGroup's admission once the cap is raised."""
+    url = f"http://{installed.pod('scheduler').ip}:8080"
+    lifted = _writes(url, "lift")
+    ns = _adopted_namespace(core, "barebarrier")
+    tiny = f"tiny{ns.replace('-', '')}"
+    queue(api, tiny, capability={"cpu": "100m"})
+    big = pod("big", ns, cpu="2")
+    big["metadata"]["annotations"] = {POD_QUEUE_ANNOTATION: tiny}
+    core.create_namespaced_pod(ns, big)
+    created = core.read_namespaced_pod("big", ns)
+    assert not created.spec.scheduling_gates, created.spec.scheduling_gates
+    assert created.metadata.annotations.get(BARRIER_ANNOTATION), created.metadata.annotations
+    group = f"podgroup-{created.metadata.uid}"
+    wait_for(  # the PodGroup controller makes the PodGroup, then names it on the pod
+        "the pod given its own PodGroup",
+        lambda: (
+            core.read_namespaced_pod("big", ns).metadata.annotations.get(GROUP_NAME_ANNOTATION)
+            == group
+        ),
+    )
+    wait_for(
+        "the capped queue named on the held pod's PodGroup",
+        lambda: f'queue "{tiny}" capability exceeded' in condition(api, ns, group, "Unschedulable"),
+        timeout=30,
+    )
+    assert "big" not in bound(core, ns)
+    client.CustomObjectsApi(api).patch_cluster_custom_object(
+        *GROUP, "queues", tiny, {"spec": {"capability": {"cpu": "4"}}}
+    )
+    wait_for("the pod bound once its queue has room", lambda: "big" in bound(core, ns), timeout=60)
+    assert _writes(url, "lift") == lifted
 
 
 def _released(metrics_url: str) -> float:

@@ -307,3 +307,21 @@ def test_bad_values_fail_with_a_clear_message(args: tuple[str, ...], message: st
     proc = helm_template(*args)
     assert proc.returncode != 0
     assert message in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        ((), "volcano"),
+        (("--set", "schedulerName=batch"), "batch"),
+        # existing mode has no profile of its own: bare pods naming Volcano's are ours
+        (("--set", "mode=existing", "--set", "schedulerName=batch"), "volcano"),
+    ],
+)
+def test_bare_pods_naming_our_scheduler_are_sent_to_the_pod_webhook(
+    args: tuple[str, ...], name: str
+) -> None:
+    (conf,) = of_kind(render(*args), "MutatingWebhookConfiguration")
+    for hook in conf["webhooks"][:2]:  # enforcing and shadow pod webhooks
+        (ours, _) = hook["matchConditions"]
+        assert ours["expression"].endswith(f"object.spec.schedulerName == '{name}')")

@@ -79,3 +79,23 @@ def test_scheduler_mode_adds_no_marker() -> None:
 
 def test_sidecar_does_not_count_the_marker_as_a_node_resource() -> None:
     assert not is_tracked(BATCH_RESOURCE)
+
+
+def test_a_bare_pod_naming_volcano_is_adopted_and_one_of_the_default_scheduler_is_not() -> None:
+    """Existing mode has no profile named volcano: a bare pod naming it would wait
+    forever. It is adopted as a gang member is (the cluster's scheduler, the marker, the
+    gate); a bare pod of the cluster's own scheduler is the cluster's and passes."""
+    before = pod("volcano")
+    del before["metadata"]["annotations"]
+    plan = plan_pod(before, "CREATE", EXISTING)
+    assert plan.changes == ("scheduler_name", "scheduling_gate", "batch_marker")
+    after = apply(before, pod_patch(before, plan, EXISTING))
+    assert after["spec"]["schedulerName"] == "default-scheduler"
+    assert after["spec"]["schedulingGates"] == [{"name": GANG_GATE}]
+    assert after["metadata"]["annotations"] == {"pyextender.io/gated-by-webhook": "true"}
+    assert after["spec"]["containers"][0]["resources"]["requests"] == {BATCH_RESOURCE: "1"}
+    assert not plan_pod(after, "CREATE", EXISTING).changes  # reinvocation: nothing more
+    for scheduler in (None, "default-scheduler", "example-scheduler"):
+        bare = pod(scheduler)
+        del bare["metadata"]["annotations"]
+        assert not plan_pod(bare, "CREATE", EXISTING).changes

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pyextender.api.names import GANG_GATE, GROUP_NAME_ANNOTATION
-from webhook.mutate_pod import plan_pod, pod_patch
+from webhook.mutate_pod import Adoption, plan_pod, pod_patch
 
 SCHED = {"op": "add", "path": "/spec/schedulerName", "value": "volcano"}
 GATE_LIST = {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GANG_GATE}]}
@@ -62,8 +62,23 @@ CASES: list[tuple[str, dict[str, Any], str, list[dict[str, Any]], str]] = [
         "",
     ),
     ("another scheduler", pod(schedulerName="yunikorn"), "CREATE", [], "another scheduler"),
-    ("not a gang member", pod(group=None), "CREATE", [], "not a gang member"),
-    ("empty group name", pod(group=""), "CREATE", [], "not a gang member"),
+    ("not a gang member", pod(group=None), "CREATE", [], "neither a gang member"),
+    ("empty group name", pod(group=""), "CREATE", [], "neither a gang member"),
+    (
+        "bare pod of the default scheduler",
+        pod(group=None, schedulerName="default-scheduler"),
+        "CREATE",
+        [],
+        "neither a gang member",
+    ),
+    ("bare pod naming us", pod(group=None, schedulerName="volcano"), "CREATE", [GATE_LIST], ""),
+    (
+        "bare pod naming us, bound",
+        pod(group=None, schedulerName="volcano", nodeName="node-1"),
+        "CREATE",
+        [],
+        "already bound",
+    ),
     ("already bound", pod(nodeName="node-1"), "CREATE", [], "already bound"),
     ("update", pod(), "UPDATE", [], "only pod creation"),
     (
@@ -78,7 +93,7 @@ CASES: list[tuple[str, dict[str, Any], str, list[dict[str, Any]], str]] = [
         {"metadata": {"annotations": "x"}, "spec": {}},
         "CREATE",
         [],
-        "not a",
+        "neither a gang member",
     ),
 ]
 
@@ -110,3 +125,36 @@ def test_plan_names_group_and_changes() -> None:
 
 def test_missing_pod() -> None:
     assert plan_pod(None, "CREATE").skipped
+
+
+def test_a_bare_pod_without_annotations_gets_the_map() -> None:
+    """A bare pod may have no annotations at all: the mark comes as the whole map (an
+    "add" below a missing member would fail the patch, and the pod's creation)."""
+    doc = {"metadata": {"name": "p"}, "spec": {"schedulerName": "volcano", "containers": []}}
+    plan = plan_pod(doc, "CREATE")
+    assert plan.group == "" and plan.changes == ("scheduling_gate",)
+    assert pod_patch(doc, plan) == [
+        GATE_LIST,
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {"pyextender.io/gated-by-webhook": "true"},
+        },
+    ]
+
+
+def test_a_bare_pod_is_held_at_the_barrier_with_the_framework_shim() -> None:
+    doc = {"metadata": {"name": "p"}, "spec": {"schedulerName": "volcano", "containers": []}}
+    adoption = Adoption(barrier=True)
+    plan = plan_pod(doc, "CREATE", adoption)
+    assert plan.changes == ("gang_barrier",)
+    assert pod_patch(doc, plan, adoption) == [
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {
+                "pyextender.io/gang-barrier": "true",
+                "pyextender.io/gated-by-webhook": "true",
+            },
+        }
+    ]
