@@ -67,8 +67,12 @@ def _failures(core: client.CoreV1Api) -> dict[str, str]:
     return {k: v[1] for k, v in out.items()}
 
 
-def _why(pod: Any, seen: dict[str, Any], failure: str) -> str:
+def _why(pod: Any, seen: dict[str, Any], failure: str, held: str = "") -> str:
+    """What the sidecar (or kube-scheduler) last said about the pod; ``held``: why its
+    PodGroup is not admitted, when the pod is held (gated, or at the barrier) for it."""
     bind = seen.get("bind")
+    if held and not pod.spec.node_name:
+        return held
     if pod.spec.node_name:
         pri = seen.get("prioritize")
         score = f", score {pri['score']}/10 over {pri['nodes']} nodes" if pri else ""
@@ -94,12 +98,25 @@ def _gpus(pod: Any) -> int:
     return total
 
 
-def _groups(custom: client.CustomObjectsApi) -> dict[str, str]:
-    """PodGroup name -> phase, in namespace demo."""
+def _groups(custom: client.CustomObjectsApi) -> dict[str, tuple[str, str]]:
+    """PodGroup name -> (phase, why it is not admitted: its Unschedulable condition's
+    message without the gang count and plugin name, else "")."""
     items = custom.list_namespaced_custom_object(
         "scheduling.volcano.sh", "v1beta1", "demo", "podgroups"
     )["items"]
-    return {g["metadata"]["name"]: (g.get("status") or {}).get("phase", "Pending") for g in items}
+    out = {}
+    for g in items:
+        status = g.get("status") or {}
+        why = next(
+            (
+                str(c.get("message") or "")
+                for c in status.get("conditions") or []
+                if c.get("type") == "Unschedulable" and c.get("status") == "True"
+            ),
+            "",
+        )
+        out[g["metadata"]["name"]] = (status.get("phase", "Pending"), why.split(": ", 2)[-1])
+    return out
 
 
 def _jobs_and_queues(custom: client.CustomObjectsApi) -> str:
@@ -134,7 +151,7 @@ def _table(
     pods: list[Any],
     decisions: dict[str, dict[str, Any]],
     failures: dict[str, str],
-    groups: dict[str, str],
+    groups: dict[str, tuple[str, str]],
     elapsed: float,
     caption: str = "",
 ) -> Table:
@@ -143,30 +160,39 @@ def _table(
         title=f"pods in namespace demo: {bound}/{len(pods)} bound, {elapsed:.0f}s",
         caption=caption or None,
     )
-    for col in ("POD", "GPUS", "GANG (PHASE)", "PHASE", "NODE", "EXTENDER DECISION"):
-        t.add_column(col)
+    for col in ("POD", "GPUS", "GANG (PHASE)", "PHASE", "NODE"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("DECISION, OR WHY HELD")
     for p in sorted(pods, key=lambda p: p.metadata.name):
         seen = decisions.get(f"demo/{p.metadata.name}", {})
         phase = p.status.phase or "Pending"
         style = "green" if p.spec.node_name else "yellow"
         group = (p.metadata.annotations or {}).get("scheduling.k8s.io/group-name", "")
         # a finished Job's PodGroup is removed by the controllers
-        gang = f"{group[:24]} ({groups.get(group, 'done')})" if group else "-"
+        group_phase, not_admitted = groups.get(group, ("done", ""))
+        gang = f"{group[:24]} ({group_phase})" if group else "-"
+        held = ""
+        waiting = not_admitted or "its PodGroup is not admitted yet"
         if p.spec.scheduling_gates:
             phase = "Gated"
+            if not group:
+                held = "waiting for the PodGroup controller to give it a PodGroup"
+            elif group_phase == "Pending":
+                held = waiting
         elif (
             BARRIER_ANNOTATION in (p.metadata.annotations or {})
             and not p.spec.node_name
-            and groups.get(group) == "Pending"
+            and group_phase == "Pending"
         ):
             phase = "Held"  # at the framework shim's barrier: the gang is not admitted
+            held = waiting
         t.add_row(
             p.metadata.name,
             str(_gpus(p)),
             gang,
             f"[{style}]{phase}[/]",
             p.spec.node_name or "-",
-            _why(p, seen, failures.get(p.metadata.name, "")),
+            _why(p, seen, failures.get(p.metadata.name, ""), held),
         )
     return t
 
@@ -181,8 +207,9 @@ _PY_GET = (
 def inspect_commands(st: ClusterState, name: str, pod: str, decided: str = "") -> list[str]:
     """The commands ``make run`` prints at the end, in order; each works when pasted
     into a shell in the repository (tests/e2e/test_demo.py runs every one).
-    ``pod`` is described (a pending one: its events say why); the decision log is
-    asked about ``decided`` (default ``pod``), a pod the sidecar has decided about.
+    ``pod`` is described and explained (a pending one: vcctl says why it waits); the
+    decision log is asked about ``decided`` (default ``pod``), a pod the sidecar has
+    decided about.
 
     kubectl is the one devcluster built (same version as the API server), put first
     on PATH, so nothing has to be installed by hand.
@@ -195,7 +222,8 @@ def inspect_commands(st: ClusterState, name: str, pod: str, decided: str = "") -
         "kubectl get pods -n demo -o wide",
         "kubectl get vcjob,podgroups -n demo",
         "kubectl get queues",
-        f"kubectl describe pod -n demo {pod}    # Events: FailedScheduling says why",
+        f"kubectl describe pod -n demo {pod}    # its gates, events and conditions",
+        f".venv/bin/vcctl explain -n demo pod {pod}    # why it waits: its PodGroup, queue",
         "kubectl get nodes -L pyextender.io/supernode",
         f"{curl} {st.extender_url}/metrics | grep ^pyextender_",
         f"{curl} '{st.extender_url}/debug/decisions?pod=demo/{decided or pod}'",
@@ -217,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         "built with the gRPC shim; gangs wait in Permit) (default %(default)s)",
     )
     args = ap.parse_args(argv)
-    console = Console(width=max(Console().width, 120))
+    console = Console(width=max(Console().width, 160))
     cluster = Cluster(args.name)
     if cluster.state is not None:
         cluster.down(quiet=True)

@@ -259,7 +259,7 @@ class Proportion:
         if over.shape[0]:
             c = int(over[0])
             name = ssn.state.resources[c]
-            limit = "capability" if cap[c] <= real[c] else "share left by other queues' guarantees"
+            limit = _limit(ssn, cap, real, c)
             return unschedulable(
                 self.name,
                 f'queue "{q.name}" {limit} exceeded: {name} '
@@ -372,17 +372,23 @@ def _within_ancestors(
         if over.shape[0]:
             c = int(over[0])
             name = ssn.state.resources[c]
-            limit = (
-                "capability"
-                if _cap(ssn, a)[c] <= cap[c]
-                else "share left by other queues' guarantees"
-            )
+            limit = _limit(ssn, _cap(ssn, a), cap, c)
             return unschedulable(
                 plugin,
                 f'queue "{q.name}": parent queue "{a.name}" {limit} exceeded: {name} '
                 f"{format_amount(name, int(after[c]))}/{format_amount(name, int(cap[c]))}",
             )
     return SUCCESS
+
+
+def _limit(ssn: Session, cap: FloatArray, reach: FloatArray, c: int) -> str:
+    """What bounds a queue in resource ``c``: its capability, else the whole cluster
+    (no queue outside it guarantees any), else what other queues' guarantees leave."""
+    if cap[c] <= reach[c]:
+        return "capability"
+    if reach[c] >= ssn.total[c]:
+        return "cluster capacity"
+    return "share left by other queues' guarantees"
 
 
 def _session_reaches(ssn: Session) -> dict[str, FloatArray]:

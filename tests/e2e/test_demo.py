@@ -87,6 +87,9 @@ def test_make_run_comes_up_and_every_printed_command_works(tmp_path: Path) -> No
         assert "default" in outputs["kubectl get queues"]
         describe = next(v for k, v in outputs.items() if k.startswith("kubectl describe pod"))
         assert "Namespace:" in describe and "demo" in describe
+        asked, why = next((k, v) for k, v in outputs.items() if "vcctl explain" in k)
+        explained = asked.split()[-1]
+        assert f"pod demo/{explained}:" in why and "podgroup demo/" in why, why
         assert "SUPERNODE" in outputs["kubectl get nodes -L pyextender.io/supernode"]
         metrics = next(v for k, v in outputs.items() if k.endswith("grep ^pyextender_"))
         assert "pyextender_verb_requests_total" in metrics

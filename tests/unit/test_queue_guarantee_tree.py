@@ -78,3 +78,14 @@ def test_admission_under_a_parent_guarantee() -> None:
     assert _tree("b8", 2, "b") == "admitted"
     assert "share left by other queues' guarantees exceeded" in _tree("b12", 3, "b")
     assert _tree("a16", 4, "a") == "admitted"
+
+
+def test_a_queue_bounded_by_the_cluster_says_so() -> None:
+    """No queue guarantees anything: what stops a gang larger than the cluster is the
+    cluster's capacity, not "other queues' guarantees" (the message said so before)."""
+    w = World(nodes=4, gpus=4)
+    w.gang("big", 17, gpus=1)  # within the overcommit factor (1.2 x 16 GPUs)
+    d = w.cycle(actions=("enqueue",))
+    assert d.unschedulable["t/big"].endswith(
+        'proportion: queue "default" cluster capacity exceeded: nvidia.com/gpu 17/16'
+    )
