@@ -481,7 +481,7 @@ def test_backfill_short_jobs_without_delaying_a_reserved_gang(
     # held back by the reservation, or (Volcano's enqueue) already by big's Inqueue
     # minimum counted in the queue (pkg/scheduler/plugins/proportion/proportion.go)
     why = condition(api, namespace, "unknown", "Unschedulable")
-    assert "reserved for waiting gang" in why or "guarantees exceeded" in why, why
+    assert "reserved for waiting gang" in why or "cluster capacity exceeded" in why, why
     core.delete_namespaced_pod("short-0", namespace, grace_period_seconds=0)  # it finished
     # the running job "ends" at its estimate; the gang then starts without delay
     time.sleep(max(0.0, 15 - (time.monotonic() - started)))

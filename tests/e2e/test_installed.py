@@ -257,6 +257,41 @@ def test_webhook_gates_and_routes_gang_pods_of_adopted_namespaces(
     assert [g.name for g in p.spec.scheduling_gates] == [GANG_GATE]
 
 
+def _bare_pod_in_a_capped_queue(core: client.CoreV1Api, api: client.ApiClient, ns: str) -> Any:
+    """Pod ``big`` (2 CPUs, schedulerName volcano, no PodGroup) in a new queue capped at
+    100m CPU; returns the pod as created (what the webhook made of it) once its PodGroup
+    exists and names the capped queue as why it is not admitted."""
+    tiny = f"tiny{ns.replace('-', '')}"
+    queue(api, tiny, capability={"cpu": "100m"})
+    big = pod("big", ns, cpu="2")
+    big["metadata"]["annotations"] = {POD_QUEUE_ANNOTATION: tiny}
+    core.create_namespaced_pod(ns, big)
+    created = core.read_namespaced_pod("big", ns)
+    group = f"podgroup-{created.metadata.uid}"
+    wait_for(  # the PodGroup controller makes the PodGroup, then names it on the pod
+        "the pod given its own PodGroup",
+        lambda: (
+            core.read_namespaced_pod("big", ns).metadata.annotations.get(GROUP_NAME_ANNOTATION)
+            == group
+        ),
+        timeout=30,
+    )
+    wait_for(
+        "the capped queue named on the held pod's PodGroup",
+        lambda: f'queue "{tiny}" capability exceeded' in condition(api, ns, group, "Unschedulable"),
+        timeout=30,
+    )
+    return created
+
+
+def _raise_the_cap_and_see_it_bound(core: client.CoreV1Api, api: client.ApiClient, ns: str) -> None:
+    tiny = f"tiny{ns.replace('-', '')}"
+    client.CustomObjectsApi(api).patch_cluster_custom_object(
+        *GROUP, "queues", tiny, {"spec": {"capability": {"cpu": "4"}}}
+    )
+    wait_for("the pod bound once its queue has room", lambda: "big" in bound(core, ns), timeout=60)
+
+
 def test_a_bare_pod_waits_for_its_queue_as_with_volcano(
     installed: Release, core: client.CoreV1Api, api: client.ApiClient
 ) -> None:
@@ -265,37 +300,54 @@ def test_a_bare_pod_waits_for_its_queue_as_with_volcano(
     PodGroup saying why) while a pod of the default queue runs, until the cap is raised.
     Before the webhook held such pods, this one ran at once, its queue at 20x its cap."""
     ns = _adopted_namespace(core, "bare")
-    tiny = f"tiny{next(_ns)}"
-    queue(api, tiny, capability={"cpu": "100m"})
-    big = pod("big", ns, cpu="2")
-    big["metadata"]["annotations"] = {POD_QUEUE_ANNOTATION: tiny}
-    core.create_namespaced_pod(ns, big)
     sampler = Sampler(lambda: int("big" in bound(core, ns)))
     core.create_namespaced_pod(ns, pod("small", ns, cpu="1"))
-    created = core.read_namespaced_pod("big", ns)
+    created = _bare_pod_in_a_capped_queue(core, api, ns)
     assert [g.name for g in created.spec.scheduling_gates or []] == [GANG_GATE]
     wait_for("the default queue's bare pod bound", lambda: "small" in bound(core, ns), timeout=60)
-    group = f"podgroup-{created.metadata.uid}"
-    wait_for(  # the PodGroup controller makes the PodGroup, then names it on the pod
-        "the pod given its own PodGroup",
-        lambda: (
-            core.read_namespaced_pod("big", ns).metadata.annotations.get(GROUP_NAME_ANNOTATION)
-            == group
-        ),
-    )
-    wait_for(
-        "the capped queue named on the held pod's PodGroup",
-        lambda: f'queue "{tiny}" capability exceeded' in condition(api, ns, group, "Unschedulable"),
-        timeout=30,
-    )
     held = core.read_namespaced_pod("big", ns)
-    assert held.metadata.annotations[GROUP_NAME_ANNOTATION] == group
     assert [g.name for g in held.spec.scheduling_gates] == [GANG_GATE]
     assert max(sampler.close()) == 0, "the pod ran past its queue's capability"
-    client.CustomObjectsApi(api).patch_cluster_custom_object(
-        *GROUP, "queues", tiny, {"spec": {"capability": {"cpu": "4"}}}
+    _raise_the_cap_and_see_it_bound(core, api, ns)
+
+
+def test_a_replicasets_bare_pods_share_one_podgroup_and_all_run(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """Pods of one ReplicaSet that name volcano share ``podgroup-<its uid>`` (minMember 1,
+    as Volcano's PodGroup controller makes it): the PodGroup is admitted on one pod's
+    worth and every replica is let in as it fits (members beyond minMember), not only
+    the first. The devcluster runs no controller-manager: the test creates the pods."""
+    ns = _adopted_namespace(core, "replicas")
+    labels = {"app": "web"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]},
+    }
+    rs = client.AppsV1Api(api).create_namespaced_replica_set(
+        ns,
+        {
+            "metadata": {"name": "web"},
+            "spec": {"replicas": 3, "selector": {"matchLabels": labels}, "template": template},
+        },
     )
-    wait_for("the pod bound once its queue has room", lambda: "big" in bound(core, ns), timeout=60)
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "web",
+        "uid": rs.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    for i in range(3):
+        body = pod(f"web-{i}", ns, cpu="1")
+        body["metadata"].update(labels=labels, ownerReferences=[owner])
+        core.create_namespaced_pod(ns, body)
+    wait_for("every replica bound", lambda: len(bound(core, ns)) == 3, timeout=60)
+    groups = {
+        p.metadata.annotations[GROUP_NAME_ANNOTATION] for p in core.list_namespaced_pod(ns).items
+    }
+    assert groups == {f"podgroup-{rs.metadata.uid}"}
 
 
 def test_webhook_validates_volcano_objects(api: client.ApiClient, installed: Release) -> None:

@@ -31,18 +31,13 @@ from pyextender.api.names import (
     BARRIER_ANNOTATION,
     GPU_INDEX_ANNOTATION,
     GROUP_NAME_ANNOTATION,
-    POD_QUEUE_ANNOTATION,
 )
 from tests.e2e.conftest import Env
 from tests.e2e.kube import (
-    GROUP,
     bound,
     bound_of,
-    condition,
     metrics,
-    pod,
     podgroup,
-    queue,
     wait_for,
 )
 from tests.e2e.test_gangs import (  # the core scenarios, framework mode, installed
@@ -52,7 +47,9 @@ from tests.e2e.test_gangs import (  # the core scenarios, framework mode, instal
 from tests.e2e.test_installed import (  # the same checks and fixtures as the extender install
     _adopted_namespace,
     _argv,
+    _bare_pod_in_a_capped_queue,
     _member,
+    _raise_the_cap_and_see_it_bound,
     api,
     core,
     namespace,
@@ -165,32 +162,11 @@ def test_a_bare_pod_waits_at_the_barrier_for_its_queue(
     url = f"http://{installed.pod('scheduler').ip}:8080"
     lifted = _writes(url, "lift")
     ns = _adopted_namespace(core, "barebarrier")
-    tiny = f"tiny{ns.replace('-', '')}"
-    queue(api, tiny, capability={"cpu": "100m"})
-    big = pod("big", ns, cpu="2")
-    big["metadata"]["annotations"] = {POD_QUEUE_ANNOTATION: tiny}
-    core.create_namespaced_pod(ns, big)
-    created = core.read_namespaced_pod("big", ns)
+    created = _bare_pod_in_a_capped_queue(core, api, ns)
     assert not created.spec.scheduling_gates, created.spec.scheduling_gates
     assert created.metadata.annotations.get(BARRIER_ANNOTATION), created.metadata.annotations
-    group = f"podgroup-{created.metadata.uid}"
-    wait_for(  # the PodGroup controller makes the PodGroup, then names it on the pod
-        "the pod given its own PodGroup",
-        lambda: (
-            core.read_namespaced_pod("big", ns).metadata.annotations.get(GROUP_NAME_ANNOTATION)
-            == group
-        ),
-    )
-    wait_for(
-        "the capped queue named on the held pod's PodGroup",
-        lambda: f'queue "{tiny}" capability exceeded' in condition(api, ns, group, "Unschedulable"),
-        timeout=30,
-    )
     assert "big" not in bound(core, ns)
-    client.CustomObjectsApi(api).patch_cluster_custom_object(
-        *GROUP, "queues", tiny, {"spec": {"capability": {"cpu": "4"}}}
-    )
-    wait_for("the pod bound once its queue has room", lambda: "big" in bound(core, ns), timeout=60)
+    _raise_the_cap_and_see_it_bound(core, api, ns)
     assert _writes(url, "lift") == lifted
 
 

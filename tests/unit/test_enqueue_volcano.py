@@ -234,7 +234,7 @@ def test_sla_past_its_waiting_time_is_admitted_over_the_limits() -> None:
         w.cache.groups[f"t/{name}"].annotations["sla-waiting-time"] = wait
     d = w.cycle(tiers=SLA_TIERS)
     assert [j.key for j in d.admit] == ["t/late"]
-    assert "guarantees exceeded: nvidia.com/gpu 32/16" in d.unschedulable["t/early"]
+    assert "cluster capacity exceeded: nvidia.com/gpu 32/16" in d.unschedulable["t/early"]
 
 
 def test_sla_earlier_deadline_goes_first() -> None:
@@ -291,7 +291,7 @@ def test_a_job_that_backfills_is_admitted_past_the_reserved_gangs_hold() -> None
     d = w.cycle(tiers=tiers, now=NOW)
     assert [j.key for j in d.admit] == ["t/short"]
     assert [t.pod.name for t in d.lift] == ["short-0"]
-    assert "guarantees exceeded" in d.unschedulable["t/unknown"]
+    assert "cluster capacity exceeded" in d.unschedulable["t/unknown"]
 
 
 def test_members_released_by_someone_else_do_not_hold_the_queue() -> None:
