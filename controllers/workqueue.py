@@ -20,6 +20,8 @@ class WorkQueue:
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
         self._failures: dict[str, int] = {}
+        self._later: set[str] = set()
+        """Keys with an add_coalesced pending."""
 
     def __len__(self) -> int:
         return len(self._dirty)
@@ -30,6 +32,21 @@ class WorkQueue:
         self._dirty.add(key)
         if key not in self._processing:
             self._queue.put_nowait(key)
+
+    def add_coalesced(self, key: str, window_s: float) -> None:
+        """Add ``key`` ``window_s`` seconds from now, unless it is queued already or a
+        coalesced add of it is pending: the changes of that window cost one reconcile.
+        For a status summing many objects (a queue's), rewritten at most once a window
+        instead of once per change of any of them."""
+        if key in self._dirty or key in self._later:
+            return
+        self._later.add(key)
+
+        def fire() -> None:
+            self._later.discard(key)
+            self.add(key)
+
+        asyncio.get_running_loop().call_later(window_s, fire)
 
     def add_after(self, key: str, delay_s: float) -> None:
         if delay_s <= 0:

@@ -54,6 +54,34 @@ def obj(name: str, rv: int, uid: str = "u", **extra: Any) -> dict[str, Any]:
     }
 
 
+def test_workqueue_coalesces_adds_within_a_window() -> None:
+    """Many coalesced adds of one key in a window: one get, at the window's end; a key
+    already queued is not queued again; after the window a new add starts another."""
+
+    async def scenario() -> tuple[list[str], float, list[str]]:
+        q = WorkQueue("t")
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for _ in range(50):
+            q.add_coalesced("default", 0.2)
+        q.add("root")
+        q.add_coalesced("root", 0.2)  # queued already: nothing more
+        first = [await q.get(), await q.get()]
+        waited = loop.time() - start
+        for key in first:
+            q.done(key)
+        await asyncio.sleep(0.3)
+        assert len(q) == 0  # nothing was left over from the 50
+        q.add_coalesced("default", 0.05)
+        again = [await asyncio.wait_for(q.get(), 1.0)]
+        return first, waited, again
+
+    first, waited, again = asyncio.run(scenario())
+    assert first == ["root", "default"]
+    assert waited >= 0.2
+    assert again == ["default"]
+
+
 def test_store_ignores_stale_versions_and_echoes() -> None:
     seen: list[tuple[str, Any, Any]] = []
     s = Store("things")

@@ -1,0 +1,281 @@
+"""Bare pods in an adopted namespace: what holding them for their queue costs.
+
+A pod that names ``volcano`` and no PodGroup, in a namespace labelled
+pyextender.io/enabled=true, is gated by the webhook, given a PodGroup of its own by
+the PodGroup controller, admitted by the sidecar to its queue, and only then
+scheduled (webhook/mutate_pod.py). This bench measures that path against the same
+pods elsewhere, on one devcluster running the sidecar, the controllers and the
+webhook as ``make run`` does, in --rounds rounds of three phases:
+
+  stock   : P pods (1 GPU each), schedulerName default-scheduler
+  plain   : P pods naming volcano in a namespace that is not adopted (our
+            filter/prioritize/bind; no PodGroup, no queue)
+  adopted : P pods naming volcano in an adopted namespace (the path above)
+
+Reported per phase: pods/s from the first create to the last bind, and its ratio to
+the round's stock phase; per pod, create to bound p50/p99; for the adopted phase
+also create to "has its PodGroup" (the controller's annotation) and to "gate
+lifted", p50/p99; each process's CPU per pod (from /proc, over the phase), and the
+API server's writes per pod by verb and resource (apiserver_request_total, counted
+until --settle seconds after the last bind, so the writes that follow a bind count).
+
+Usage: python bench/adopted_pods.py [--nodes 100] [--pods 400] [--rounds 2]
+Last line: one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+from kubernetes import client, config
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from devcluster.cluster import Cluster
+from devcluster.controllers import enable_controllers
+from devcluster.nodes import NodeShape
+from devcluster.webhook import enable_webhook
+from pyextender.api.names import ENABLED_LABEL, GROUP_NAME_ANNOTATION
+
+PHASES = (
+    ("stock", "default-scheduler", False),
+    ("plain", "volcano", False),
+    ("adopted", "volcano", True),
+)
+WRITE_VERBS = ("POST", "PATCH", "PUT", "DELETE", "APPLY")
+
+
+def say(msg: str) -> None:
+    print(f"bench/adopted_pods: {msg}", file=sys.stderr, flush=True)
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
+
+
+class StageWatch:
+    """Pod name -> when (monotonic) it was first seen with its PodGroup annotation,
+    without scheduling gates, and bound; one namespace."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.core = client.CoreV1Api(api)
+        self.ns = namespace
+        self.grouped: dict[str, float] = {}
+        self.ungated: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        rv = ""
+        while not self.stop.is_set():
+            resp = self.core.list_namespaced_pod(
+                self.ns, watch=True, resource_version=rv, timeout_seconds=5,
+                allow_watch_bookmarks=True, _preload_content=False,
+            )  # fmt: skip
+            for line in resp:
+                ev = msgspec.json.decode(line)
+                obj = ev.get("object") or {}
+                md = obj.get("metadata") or {}
+                rv = md.get("resourceVersion", rv)
+                name = md.get("name")
+                if name:
+                    now = time.monotonic()
+                    spec = obj.get("spec") or {}
+                    if GROUP_NAME_ANNOTATION in (md.get("annotations") or {}):
+                        self.grouped.setdefault(name, now)
+                    if not spec.get("schedulingGates"):
+                        self.ungated.setdefault(name, now)
+                    if spec.get("nodeName"):
+                        self.bound.setdefault(name, now)
+                if self.stop.is_set():
+                    break
+
+    def wait(self, count: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        last = -1
+        while time.monotonic() < deadline:
+            n = len(self.bound)
+            if n >= count:
+                return True
+            if n != last and n:
+                say(f"  {n}/{count} bound")
+                last = n
+            time.sleep(0.5)
+        return False
+
+
+def pod(name: str, ns: str, scheduler: str) -> dict[str, Any]:
+    requests = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "schedulerName": scheduler,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"requests": requests, "limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
+        },
+    }
+
+
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """Process role -> user + system CPU seconds so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for role, pid in pids.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[role] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def api_writes(api: client.ApiClient) -> dict[str, float]:
+    """ "VERB resource/subresource" -> apiserver_request_total so far, write verbs only."""
+    resp = api.call_api("/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False)
+    raw = resp[0] if isinstance(resp, tuple) else resp
+    out: dict[str, float] = {}
+    for line in raw.data.decode().splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        verb = re.search(r'verb="([A-Z]+)"', line)
+        if verb is None or verb.group(1) not in WRITE_VERBS:
+            continue
+        res = re.search(r'resource="([^"]*)"', line)
+        sub = re.search(r'subresource="([^"]*)"', line)
+        key = f"{verb.group(1)} {res.group(1) if res else ''}/{sub.group(1) if sub else ''}"
+        out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def run_phase(
+    api: client.ApiClient,
+    pids: dict[str, int],
+    ns: str,
+    scheduler: str,
+    adopted: bool,
+    pods: int,
+    settle: float,
+) -> dict[str, Any]:
+    core = client.CoreV1Api(api)
+    labels = {ENABLED_LABEL: "true"} if adopted else {}
+    core.create_namespace({"metadata": {"name": ns, "labels": labels}})
+    watch = StageWatch(api, ns)
+    time.sleep(0.5)
+    created: dict[str, float] = {}
+    cpu0, writes0 = cpu_seconds(pids), api_writes(api)
+    start = time.monotonic()
+
+    def make(i: int) -> None:
+        name = f"p-{i}"
+        created[name] = time.monotonic()
+        core.create_namespaced_pod(ns, pod(name, ns, scheduler), _preload_content=False)
+
+    with ThreadPoolExecutor(8) as ex:
+        list(ex.map(make, range(pods)))
+    if not watch.wait(pods, 300):
+        raise SystemExit(f"{ns}: only {len(watch.bound)}/{pods} pods bound in 300 s")
+    cpu1 = cpu_seconds(pids)
+    last = max(watch.bound.values())
+    time.sleep(settle)
+    writes1 = api_writes(api)
+    watch.stop.set()
+    out: dict[str, Any] = {
+        "pods_per_s": pods / (last - start),
+        "pod_latency_p50_s": pct([watch.bound[n] - created[n] for n in created], 50),
+        "pod_latency_p99_s": pct([watch.bound[n] - created[n] for n in created], 99),
+        "cpu_ms_per_pod": {
+            r: round(1000 * (cpu1[r] - cpu0[r]) / pods, 2) for r in cpu1 if r in cpu0
+        },
+        "writes_per_pod": {
+            k: round((v - writes0.get(k, 0.0)) / pods, 2)
+            for k, v in sorted(writes1.items())
+            if v - writes0.get(k, 0.0) >= pods / 20
+        },
+    }
+    if adopted:
+        for stage, seen in (("grouped", watch.grouped), ("ungated", watch.ungated)):
+            got = [seen[n] - created[n] for n in created if n in seen]
+            out[f"{stage}_p50_s"] = pct(got, 50)
+            out[f"{stage}_p99_s"] = pct(got, 99)
+    core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    deadline = time.monotonic() + 120
+    while core.list_namespaced_pod(ns, limit=1).items and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=100, help="kwok nodes, 8 GPUs each")
+    ap.add_argument("--pods", type=int, default=400, help="pods per phase")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of the three phases")
+    ap.add_argument("--settle", type=float, default=8.0, help="seconds after the last bind counted")
+    ap.add_argument("--name", default="adoptedbench", help="devcluster name")
+    args = ap.parse_args(argv)
+    cluster = Cluster(args.name)
+    if cluster.state is not None:
+        cluster.down(quiet=True)
+    st = cluster.up(nodes=args.nodes, shape=NodeShape(cpu="64", memory="512Gi", gpus=8))
+    result: dict[str, list[dict[str, Any]]] = {kind: [] for kind, _, _ in PHASES}
+    try:
+        cluster.start_sidecar()
+        cluster.wait_sidecar_ready()
+        enable_controllers(cluster)
+        enable_webhook(cluster)
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
+        api = client.ApiClient(cfg)
+        pids = dict((cluster.state or st).pids)
+        for r in range(args.rounds):
+            for kind, scheduler, adopted in PHASES:
+                say(f"round {r + 1}/{args.rounds}: {kind}")
+                got = run_phase(
+                    api, pids, f"{kind}-{r}", scheduler, adopted, args.pods, args.settle
+                )
+                result[kind].append(got)
+    finally:
+        cluster.down(quiet=True)
+    print(f"{'phase':<8} {'round':>5} {'pods/s':>7} {'ratio':>6} {'p50 s':>6} {'p99 s':>6}")
+    for kind, rows in result.items():
+        for r, row in enumerate(rows):
+            row["ratio_to_stock"] = row["pods_per_s"] / result["stock"][r]["pods_per_s"]
+            print(
+                f"{kind:<8} {r + 1:>5} {row['pods_per_s']:>7.1f} {row['ratio_to_stock']:>6.2f} "
+                f"{row['pod_latency_p50_s']:>6.2f} {row['pod_latency_p99_s']:>6.2f}"
+            )
+    for kind, rows in result.items():
+        print(f"{kind}: CPU ms per pod (last round) {rows[-1]['cpu_ms_per_pod']}")
+        print(f"{kind}: API writes per pod (last round) {rows[-1]['writes_per_pod']}")
+    last = result["adopted"][-1]
+    print(
+        "adopted: create to PodGroup annotation p50/p99 "
+        f"{last['grouped_p50_s']:.2f}/{last['grouped_p99_s']:.2f} s, to gate lifted "
+        f"{last['ungated_p50_s']:.2f}/{last['ungated_p99_s']:.2f} s"
+    )
+    print(json.dumps({"bench": "adopted-pods", "nodes": args.nodes, "pods": args.pods, **result}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
