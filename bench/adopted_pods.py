@@ -10,7 +10,10 @@ webhook as ``make run`` does, in --rounds rounds of three phases:
   stock   : P pods (1 GPU each), schedulerName default-scheduler
   plain   : P pods naming volcano in a namespace that is not adopted (our
             filter/prioritize/bind; no PodGroup, no queue)
-  adopted : P pods naming volcano in an adopted namespace (the path above)
+  adopted : P pods naming volcano in an adopted namespace (the path above), each
+            standalone: a PodGroup each
+  owned   : the same pods, all owned by one ReplicaSet (as a Deployment's are): one
+            PodGroup for all, minMember 1, the other pods let in as they fit
 
 Reported per phase: pods/s from the first create to the last bind, and its ratio to
 the round's stock phase; per pod, create to bound p50/p99; for the adopted phase
@@ -52,6 +55,7 @@ PHASES = (
     ("stock", "default-scheduler", False),
     ("plain", "volcano", False),
     ("adopted", "volcano", True),
+    ("owned", "volcano", True),
 )
 WRITE_VERBS = ("POST", "PATCH", "PUT", "DELETE", "APPLY")
 
@@ -117,12 +121,15 @@ class StageWatch:
         return False
 
 
-def pod(name: str, ns: str, scheduler: str) -> dict[str, Any]:
+def pod(name: str, ns: str, scheduler: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
     requests = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
+        "metadata": meta,
         "spec": {
             "schedulerName": scheduler,
             "terminationGracePeriodSeconds": 0,
@@ -168,6 +175,29 @@ def api_writes(api: client.ApiClient) -> dict[str, float]:
     return out
 
 
+def _replica_set(api: client.ApiClient, ns: str, replicas: int) -> dict[str, Any]:
+    """A ReplicaSet whose pods the phase creates itself (a devcluster runs no
+    controller-manager); returns the owner reference its pods carry."""
+    labels = {"app": "bench"}
+    spec = {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}
+    body = {
+        "metadata": {"name": "bench"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
+    }
+    rs = client.AppsV1Api(api).create_namespaced_replica_set(ns, body)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "bench",
+        "uid": rs.metadata.uid,
+        "controller": True,
+    }
+
+
 def run_phase(
     api: client.ApiClient,
     pids: dict[str, int],
@@ -180,6 +210,7 @@ def run_phase(
     core = client.CoreV1Api(api)
     labels = {ENABLED_LABEL: "true"} if adopted else {}
     core.create_namespace({"metadata": {"name": ns, "labels": labels}})
+    owner = _replica_set(api, ns, pods) if ns.startswith("owned") else None
     watch = StageWatch(api, ns)
     time.sleep(0.5)
     created: dict[str, float] = {}
@@ -189,7 +220,8 @@ def run_phase(
     def make(i: int) -> None:
         name = f"p-{i}"
         created[name] = time.monotonic()
-        core.create_namespaced_pod(ns, pod(name, ns, scheduler), _preload_content=False)
+        body = pod(name, ns, scheduler, owner)
+        core.create_namespaced_pod(ns, body, _preload_content=False)
 
     with ThreadPoolExecutor(8) as ex:
         list(ex.map(make, range(pods)))
@@ -267,12 +299,13 @@ def main(argv: list[str] | None = None) -> int:
     for kind, rows in result.items():
         print(f"{kind}: CPU ms per pod (last round) {rows[-1]['cpu_ms_per_pod']}")
         print(f"{kind}: API writes per pod (last round) {rows[-1]['writes_per_pod']}")
-    last = result["adopted"][-1]
-    print(
-        "adopted: create to PodGroup annotation p50/p99 "
-        f"{last['grouped_p50_s']:.2f}/{last['grouped_p99_s']:.2f} s, to gate lifted "
-        f"{last['ungated_p50_s']:.2f}/{last['ungated_p99_s']:.2f} s"
-    )
+    for kind in ("adopted", "owned"):
+        last = result[kind][-1]
+        print(
+            f"{kind}: create to PodGroup annotation p50/p99 "
+            f"{last['grouped_p50_s']:.2f}/{last['grouped_p99_s']:.2f} s, to gate lifted "
+            f"{last['ungated_p50_s']:.2f}/{last['ungated_p99_s']:.2f} s"
+        )
     print(json.dumps({"bench": "adopted-pods", "nodes": args.nodes, "pods": args.pods, **result}))
     return 0
 
