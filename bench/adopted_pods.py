@@ -16,11 +16,11 @@ webhook as ``make run`` does, in --rounds rounds of three phases:
             PodGroup for all, minMember 1, the other pods let in as they fit
 
 Reported per phase: pods/s from the first create to the last bind, and its ratio to
-the round's stock phase; per pod, create to bound p50/p99; for the adopted phase
+the round's stock phase; per pod, create to bound p50/p99; for the adopted phases
 also create to "has its PodGroup" (the controller's annotation) and to "gate
-lifted", p50/p99; each process's CPU per pod (from /proc, over the phase), and the
-API server's writes per pod by verb and resource (apiserver_request_total, counted
-until --settle seconds after the last bind, so the writes that follow a bind count).
+lifted", p50/p99; each program's CPU per pod and the API server's writes per pod by
+verb and resource (bench/phase_cost.py), both counted from the first create until
+--settle seconds after the last bind, so the work that follows a bind counts too.
 
 Usage: python bench/adopted_pods.py [--nodes 100] [--pods 400] [--rounds 2]
 Last line: one JSON object with every figure.
@@ -30,20 +30,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import msgspec
-import numpy as np
 from kubernetes import client, config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from e2e import BindWatch, pct
+from phase_cost import PhaseCost
 
 from devcluster.cluster import Cluster
 from devcluster.controllers import enable_controllers
@@ -57,68 +55,26 @@ PHASES = (
     ("adopted", "volcano", True),
     ("owned", "volcano", True),
 )
-WRITE_VERBS = ("POST", "PATCH", "PUT", "DELETE", "APPLY")
 
 
 def say(msg: str) -> None:
     print(f"bench/adopted_pods: {msg}", file=sys.stderr, flush=True)
 
 
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
-
-
-class StageWatch:
-    """Pod name -> when (monotonic) it was first seen with its PodGroup annotation,
-    without scheduling gates, and bound; one namespace."""
+class StageWatch(BindWatch):
+    """Also when each pod was first seen with its PodGroup annotation, and ungated."""
 
     def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        self.core = client.CoreV1Api(api)
-        self.ns = namespace
         self.grouped: dict[str, float] = {}
         self.ungated: dict[str, float] = {}
-        self.bound: dict[str, float] = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        super().__init__(api, namespace)
 
-    def _run(self) -> None:
-        rv = ""
-        while not self.stop.is_set():
-            resp = self.core.list_namespaced_pod(
-                self.ns, watch=True, resource_version=rv, timeout_seconds=5,
-                allow_watch_bookmarks=True, _preload_content=False,
-            )  # fmt: skip
-            for line in resp:
-                ev = msgspec.json.decode(line)
-                obj = ev.get("object") or {}
-                md = obj.get("metadata") or {}
-                rv = md.get("resourceVersion", rv)
-                name = md.get("name")
-                if name:
-                    now = time.monotonic()
-                    spec = obj.get("spec") or {}
-                    if GROUP_NAME_ANNOTATION in (md.get("annotations") or {}):
-                        self.grouped.setdefault(name, now)
-                    if not spec.get("schedulingGates"):
-                        self.ungated.setdefault(name, now)
-                    if spec.get("nodeName"):
-                        self.bound.setdefault(name, now)
-                if self.stop.is_set():
-                    break
-
-    def wait(self, count: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        last = -1
-        while time.monotonic() < deadline:
-            n = len(self.bound)
-            if n >= count:
-                return True
-            if n != last and n:
-                say(f"  {n}/{count} bound")
-                last = n
-            time.sleep(0.5)
-        return False
+    def note(self, name: str, obj: dict[str, Any], now: float) -> None:
+        super().note(name, obj, now)
+        if GROUP_NAME_ANNOTATION in ((obj.get("metadata") or {}).get("annotations") or {}):
+            self.grouped.setdefault(name, now)
+        if not (obj.get("spec") or {}).get("schedulingGates"):
+            self.ungated.setdefault(name, now)
 
 
 def pod(name: str, ns: str, scheduler: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -142,37 +98,6 @@ def pod(name: str, ns: str, scheduler: str, owner: dict[str, Any] | None = None)
             ],
         },
     }
-
-
-def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
-    """Process role -> user + system CPU seconds so far."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out = {}
-    for role, pid in pids.items():
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[role] = (int(fields[11]) + int(fields[12])) / tick
-    return out
-
-
-def api_writes(api: client.ApiClient) -> dict[str, float]:
-    """ "VERB resource/subresource" -> apiserver_request_total so far, write verbs only."""
-    resp = api.call_api("/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False)
-    raw = resp[0] if isinstance(resp, tuple) else resp
-    out: dict[str, float] = {}
-    for line in raw.data.decode().splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        verb = re.search(r'verb="([A-Z]+)"', line)
-        if verb is None or verb.group(1) not in WRITE_VERBS:
-            continue
-        res = re.search(r'resource="([^"]*)"', line)
-        sub = re.search(r'subresource="([^"]*)"', line)
-        key = f"{verb.group(1)} {res.group(1) if res else ''}/{sub.group(1) if sub else ''}"
-        out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
-    return out
 
 
 def _replica_set(api: client.ApiClient, ns: str, replicas: int) -> dict[str, Any]:
@@ -200,7 +125,7 @@ def _replica_set(api: client.ApiClient, ns: str, replicas: int) -> dict[str, Any
 
 def run_phase(
     api: client.ApiClient,
-    pids: dict[str, int],
+    cost: PhaseCost,
     ns: str,
     scheduler: str,
     adopted: bool,
@@ -214,7 +139,7 @@ def run_phase(
     watch = StageWatch(api, ns)
     time.sleep(0.5)
     created: dict[str, float] = {}
-    cpu0, writes0 = cpu_seconds(pids), api_writes(api)
+    cost.start(ns)
     start = time.monotonic()
 
     def make(i: int) -> None:
@@ -227,23 +152,16 @@ def run_phase(
         list(ex.map(make, range(pods)))
     if not watch.wait(pods, 300):
         raise SystemExit(f"{ns}: only {len(watch.bound)}/{pods} pods bound in 300 s")
-    cpu1 = cpu_seconds(pids)
     last = max(watch.bound.values())
     time.sleep(settle)
-    writes1 = api_writes(api)
+    spent = cost.stop(pods)  # until --settle after the last bind: the writes that follow
     watch.stop.set()
     out: dict[str, Any] = {
         "pods_per_s": pods / (last - start),
         "pod_latency_p50_s": pct([watch.bound[n] - created[n] for n in created], 50),
         "pod_latency_p99_s": pct([watch.bound[n] - created[n] for n in created], 99),
-        "cpu_ms_per_pod": {
-            r: round(1000 * (cpu1[r] - cpu0[r]) / pods, 2) for r in cpu1 if r in cpu0
-        },
-        "writes_per_pod": {
-            k: round((v - writes0.get(k, 0.0)) / pods, 2)
-            for k, v in sorted(writes1.items())
-            if v - writes0.get(k, 0.0) >= pods / 20
-        },
+        "cpu_ms_per_pod": spent["cpu_ms_per_pod"],
+        "writes_per_pod": {k: v for k, v in spent["writes_per_pod"].items() if v >= 0.05},
     }
     if adopted:
         for stage, seen in (("grouped", watch.grouped), ("ungated", watch.ungated)):
@@ -278,12 +196,12 @@ def main(argv: list[str] | None = None) -> int:
         cfg = client.Configuration()
         config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)
         api = client.ApiClient(cfg)
-        pids = dict((cluster.state or st).pids)
+        cost = PhaseCost(api, str(cluster.dir))
         for r in range(args.rounds):
             for kind, scheduler, adopted in PHASES:
                 say(f"round {r + 1}/{args.rounds}: {kind}")
                 got = run_phase(
-                    api, pids, f"{kind}-{r}", scheduler, adopted, args.pods, args.settle
+                    api, cost, f"{kind}-{r}", scheduler, adopted, args.pods, args.settle
                 )
                 result[kind].append(got)
     finally:

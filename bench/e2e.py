@@ -185,10 +185,15 @@ class BindWatch:
                 obj = ev.get("object") or {}
                 rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
                 name = (obj.get("metadata") or {}).get("name")
-                if name and (obj.get("spec") or {}).get("nodeName") and name not in self.bound:
-                    self.bound[name] = time.monotonic()
+                if name:
+                    self.note(name, obj, time.monotonic())
                 if self.stop.is_set():
                     break
+
+    def note(self, name: str, obj: dict[str, Any], now: float) -> None:
+        """Record what one watch event shows of pod ``name``: here, when first bound."""
+        if (obj.get("spec") or {}).get("nodeName") and name not in self.bound:
+            self.bound[name] = now
 
     def wait(self, count: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -32,7 +32,12 @@ def _program(cmdline: list[str]) -> str:
     base = os.path.basename(cmdline[0])
     joined = " ".join(cmdline)
     if base.startswith("python"):
-        for module, name in (("pyextender", "sidecar"), ("controllers", "controllers")):
+        for module, name in (
+            ("pyextender.cli controllers", "controllers"),
+            ("pyextender.cli webhook", "webhook"),
+            ("pyextender", "sidecar"),
+            ("controllers", "controllers"),
+        ):
             if module in joined:
                 return name
         return "python"
