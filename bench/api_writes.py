@@ -22,6 +22,14 @@ libcurl only, in --rounds alternating rounds:
   lift     : removing a gang member's scheduling gate, the JSON patch the
              actuator sends (extender mode: one per gang member)
   annotate : a merge patch of one pod annotation (the size of a small update)
+  lift-sa  : the lift, sent as a ServiceAccount granted what the chart grants the
+             sidecar (pods patch, podgroups release), with a bearer token
+  lift-sa-hold : the same, with the chart's hold policy in force (the
+             ValidatingAdmissionPolicy that lets only holders of "release" lift
+             our gate: its match condition and authorization check run on each)
+  annotate-sa, annotate-sa-hold : the annotation patch as that ServiceAccount,
+             without and with the policy (any pod update in an adopted namespace
+             pays its match condition)
 
 These are the floor under a gang pod's cost in extender mode: stock kube-scheduler
 writes a Binding per pod; a gated gang member needs the lift as well.
@@ -47,10 +55,17 @@ import numpy as np
 from kubernetes import client, config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import contextlib
+import subprocess
+from collections.abc import Iterator
+
+import yaml
+
+from devcluster import build
 from devcluster.cluster import Cluster
 from devcluster.nodes import NodeShape
 from pyextender.api.client import body_of
-from pyextender.api.names import GANG_GATE
+from pyextender.api.names import ENABLED_LABEL, GANG_GATE
 from pyextender.api.raw_requests import JSON_PATCH, MERGE_PATCH, RawApi
 from pyextender.server.actuator import lift_patch
 
@@ -122,9 +137,10 @@ def writers(api: client.ApiClient, node: str) -> dict[str, dict[str, Write]]:
 Server = Callable[[dict[str, Any]], None]
 
 
-def raw_writers(api: client.ApiClient) -> dict[str, Server]:
+def raw_writers(api: client.ApiClient, sidecar: client.Configuration) -> dict[str, Server]:
     """The server-side part's writes, each given the pod as created (name, uid)."""
     raw = RawApi(api.configuration)
+    as_sidecar = RawApi(sidecar)
 
     def path(pod: dict[str, Any]) -> str:
         return f"/api/v1/namespaces/{NS}/pods/{pod['metadata']['name']}"
@@ -138,30 +154,143 @@ def raw_writers(api: client.ApiClient) -> dict[str, Server]:
     def annotate(pod: dict[str, Any]) -> None:
         raw.patch(path(pod), {"metadata": {"annotations": {"pyextender.io/bench": "1"}}})
 
-    return {"binding": binding, "lift": lift, "annotate": annotate}
+    def lift_sa(pod: dict[str, Any]) -> None:
+        as_sidecar.patch(path(pod), lift_patch(pod["metadata"]["uid"], 0), JSON_PATCH)
+
+    def annotate_sa(pod: dict[str, Any]) -> None:
+        as_sidecar.patch(path(pod), {"metadata": {"annotations": {"pyextender.io/bench": "1"}}})
+
+    return {
+        "binding": binding,
+        "lift": lift,
+        "annotate": annotate,
+        "lift-sa": lift_sa,
+        "lift-sa-hold": lift_sa,
+        "annotate-sa": annotate_sa,
+        "annotate-sa-hold": annotate_sa,
+    }
+
+
+SIDECAR_SA = "bench-sidecar"
+NOBODY = "bench-nobody"
+HOLD_TEMPLATE = "templates/hold-policy.yaml"
+
+
+def sidecar_identity(api: client.ApiClient) -> client.Configuration:
+    """A connection as a ServiceAccount with what the chart grants the sidecar for a
+    lift (patch pods; the hold policy's verb), by bearer token, as the sidecar in a pod
+    authenticates."""
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(NS, {"metadata": {"name": SIDECAR_SA}})
+    rules = [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["release"]},
+    ]
+    rbac.create_cluster_role({"metadata": {"name": SIDECAR_SA}, "rules": rules})
+    subject = {"kind": "ServiceAccount", "name": SIDECAR_SA, "namespace": NS}
+    role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SIDECAR_SA}
+    rbac.create_cluster_role_binding(
+        {"metadata": {"name": SIDECAR_SA}, "roleRef": role, "subjects": [subject]}
+    )
+    # a user who may patch pods but lacks the verb: policy_in_force probes with it
+    rbac.create_cluster_role({"metadata": {"name": NOBODY}, "rules": rules[:1]})
+    user = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NOBODY}
+    rbac.create_cluster_role_binding(
+        {"metadata": {"name": NOBODY}, "roleRef": {**role, "name": NOBODY}, "subjects": [user]}
+    )
+    token = core.create_namespaced_service_account_token(
+        SIDECAR_SA, NS, {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    cfg = client.Configuration()
+    cfg.host, cfg.ssl_ca_cert = api.configuration.host, api.configuration.ssl_ca_cert
+    cfg.api_key, cfg.api_key_prefix = {"BearerToken": token}, {"BearerToken": "Bearer"}
+    return cfg
+
+
+def hold_policy() -> list[dict[str, Any]]:
+    """The chart's hold policy and its binding, as ``helm template`` renders them."""
+    helm = build.ensure_binaries(quiet=True, only=["helm"])["helm"]
+    chart = Path(__file__).resolve().parent.parent / "charts" / "pyextender"
+    out = subprocess.run(
+        [str(helm), "template", "pyextender", str(chart), "-s", HOLD_TEMPLATE],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+@contextlib.contextmanager
+def policy_in_force(api: client.ApiClient, docs: list[dict[str, Any]]) -> Iterator[None]:
+    """The hold policy applied (waiting until the API server enforces it), then removed."""
+    reg = client.AdmissionregistrationV1Api(api)
+    policy, *bindings = docs
+    core = client.CoreV1Api(api)
+    # the chart binds it to adopted namespaces: adopt this one (no webhook runs here)
+    core.patch_namespace(NS, {"metadata": {"labels": {ENABLED_LABEL: "true"}}})
+    reg.create_validating_admission_policy(policy)
+    for binding in bindings:
+        reg.create_validating_admission_policy_binding(binding)
+    probe = core.create_namespaced_pod(NS, _pod("hold-probe", gated=True))
+    nobody = client.ApiClient(api.configuration)
+    nobody.set_default_header("Impersonate-User", NOBODY)
+
+    def refused() -> bool:  # a dry-run lift by a user without the verb
+        try:
+            client.CoreV1Api(nobody).patch_namespaced_pod(
+                "hold-probe", NS, lift_patch(probe.metadata.uid, 0), dry_run="All"
+            )
+        except client.ApiException as exc:
+            if exc.status != 403:
+                raise
+            return "may not lift" in str(exc.body)  # else RBAC's 403, not propagated yet
+        return False
+
+    def until(enforced: bool) -> None:
+        deadline = time.monotonic() + 30
+        while refused() != enforced:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the hold policy not {'in force' if enforced else 'gone'}")
+            time.sleep(0.2)
+
+    try:
+        until(enforced=True)
+        yield
+    finally:
+        for binding in bindings:
+            reg.delete_validating_admission_policy_binding(binding["metadata"]["name"])
+        reg.delete_validating_admission_policy(policy["metadata"]["name"])
+        until(enforced=False)  # the API server stops enforcing it a moment later
+        core.delete_namespaced_pod("hold-probe", NS, grace_period_seconds=0)
 
 
 def server_side(
-    core: client.CoreV1Api, ways: dict[str, Server], pods: int, rounds: int, marker: str
+    core: client.CoreV1Api,
+    ways: dict[str, Server],
+    pods: int,
+    rounds: int,
+    marker: str,
+    around: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] | None = None,
 ) -> dict[str, dict[str, float]]:
     """CPU ms per request of the API server and etcd, per kind of write (median of the
-    rounds); each round creates ``pods`` fresh pods per kind (gated for "lift")."""
+    rounds); each round creates ``pods`` fresh pods per kind (gated for the lifts);
+    ``around[kind]`` is entered around that kind's writes (the hold policy)."""
     per: dict[str, dict[str, list[float]]] = {w: {p: [] for p in SERVER} for w in ways}
     for rnd in range(rounds):
         for kind, write in ways.items():
             say(f"server side, round {rnd + 1}/{rounds}: {pods} x {kind}")
+            gated = kind.startswith("lift")
             made = [
                 msgspec.json.decode(body_of(core.create_namespaced_pod(
-                    NS, _pod(f"s{rnd}-{kind}-{i}", gated=kind == "lift"), _preload_content=False
+                    NS, _pod(f"s{rnd}-{kind}-{i}", gated=gated), _preload_content=False
                 )))
                 for i in range(pods)
             ]  # fmt: skip
-            time.sleep(1.0)  # the creates' watch events are out
-            before = cpu_ticks(marker)
-            for pod in made:
-                write(pod)
-            time.sleep(0.5)  # ... and this block's
-            after = cpu_ticks(marker)
+            with (around or {}).get(kind, contextlib.nullcontext)():
+                time.sleep(1.0)  # the creates' watch events are out
+                before = cpu_ticks(marker)
+                for pod in made:
+                    write(pod)
+                time.sleep(0.5)  # ... and this block's
+                after = cpu_ticks(marker)
             for proc in SERVER:
                 per[kind][proc].append((after[proc] - before[proc]) * 1000 / HZ / pods)
             core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
@@ -174,8 +303,20 @@ def server_side(
     for kind, procs in out.items():
         rounds_text = " / ".join(f"{x:.2f}" for x in per[kind]["kube-apiserver"])
         print(
-            f"{kind:9s} kube-apiserver {procs['kube-apiserver']:.2f} ({rounds_text})  "
+            f"{kind:16s} kube-apiserver {procs['kube-apiserver']:.2f} ({rounds_text})  "
             f"etcd {procs['etcd']:.2f}"
+        )
+    for kind in [k for k in per if k.endswith("-hold") and k[: -len("-hold")] in per]:
+        # the same write without the policy ran just before, in the same round: pairs
+        base, held = per[kind[: -len("-hold")]]["kube-apiserver"], per[kind]["kube-apiserver"]
+        diffs = [h - b for b, h in zip(base, held, strict=True)]
+        extra = round(float(np.median(diffs)), 2)
+        out[kind]["kube-apiserver_extra"] = extra
+        print(
+            f"{kind}: the hold policy adds {extra:+.2f} ms of API server CPU per request "
+            f"(median of the rounds' paired differences: "
+            + " / ".join(f"{d:+.2f}" for d in diffs)
+            + ")"
         )
     return out
 
@@ -245,8 +386,12 @@ def main() -> None:
             lib = out["ops"][op]["libcurl"]["cpu_us"]["p50"]
             out["ops"][op]["cpu_p50_ratio_generated_over_libcurl"] = round(gen / lib, 2)
             print(f"{op:8s} CPU p50 generated / libcurl = {gen / lib:.2f}")
-        server = raw_writers(api)
-        out["server_cpu_ms"] = server_side(core, server, args.pods, args.rounds, str(root))
+        server = raw_writers(api, sidecar_identity(api))
+        docs = hold_policy()
+        out["server_cpu_ms"] = server_side(
+            core, server, args.pods, args.rounds, str(root),
+            around={k: lambda: policy_in_force(api, docs) for k in server if k.endswith("-hold")},
+        )  # fmt: skip
         print(json.dumps(out))
     finally:
         cluster.down(quiet=True)

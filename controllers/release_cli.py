@@ -21,7 +21,9 @@ def register(sub: Any) -> None:
             "Delete our Mutating- and ValidatingWebhookConfiguration (so no new pod is gated), "
             f"then remove the scheduling gate {GANG_GATE} from every pod that still has it, "
             "in the given namespaces or all of them. The chart runs this as its pre-delete "
-            "hook, so `helm uninstall` never strands a gated pod. Idempotent."
+            "hook, so `helm uninstall` never strands a gated pod. Idempotent. Where the "
+            "chart's hold policy is installed, lifting the gate takes the verb release on "
+            "podgroups.scheduling.volcano.sh (cluster admins have it)."
         ),
     )
     p.add_argument(

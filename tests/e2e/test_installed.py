@@ -311,6 +311,90 @@ def test_a_bare_pod_waits_for_its_queue_as_with_volcano(
     _raise_the_cap_and_see_it_bound(core, api, ns)
 
 
+def _namespace_user(api: client.ApiClient, ns: str, user: str = "alice") -> client.ApiClient:
+    """The admin's connection impersonating ``user``, who may read and update pods in
+    ``ns``, as a team member may. (A Role of our own: the built-in ``edit`` is filled in
+    by kube-controller-manager's aggregation, which a devcluster does not run.)"""
+    rbac = client.RbacAuthorizationV1Api(api)
+    rbac.create_namespaced_role(
+        ns,
+        {
+            "metadata": {"name": "pod-editor"},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["pods"],
+                    "verbs": ["get", "list", "patch", "update"],
+                }
+            ],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        ns,
+        {
+            "metadata": {"name": f"{user}-pod-editor"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "pod-editor",
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    )
+    as_user = client.ApiClient(api.configuration)
+    as_user.set_default_header("Impersonate-User", user)
+    as_user.set_default_header("Impersonate-Group", "system:authenticated")
+    review = {
+        "spec": {"resourceAttributes": {"verb": "patch", "resource": "pods", "namespace": ns}}
+    }
+    wait_for(  # the authorizer's informer sees a new RoleBinding a moment later
+        f"{user} allowed to patch pods in {ns}",
+        lambda: (
+            client.AuthorizationV1Api(as_user)
+            .create_self_subject_access_review(review)
+            .status.allowed
+        ),
+        timeout=30,
+    )
+    return as_user
+
+
+def _lifting_the_hold_by_hand_is_refused(
+    api: client.ApiClient, ns: str, name: str, lift: list[dict[str, Any]]
+) -> None:
+    """A namespace user who may edit pod ``name`` tries the JSON patch ``lift`` (removing
+    our gate or barrier annotation): the chart's hold policy refuses it, naming the
+    permission it takes. Another change to the same pod goes through, so the refusal is
+    the policy's, not RBAC's."""
+    pods = client.CoreV1Api(_namespace_user(api, ns))
+    with pytest.raises(client.ApiException) as refused:
+        pods.patch_namespaced_pod(name, ns, lift)
+    assert refused.value.status == 403, refused.value
+    said = json.loads(refused.value.body)["message"]
+    assert "alice may not lift pyextender's hold on this pod" in said, said
+    assert f'the verb "release" on podgroups.scheduling.volcano.sh in namespace {ns}' in said
+    pods.patch_namespaced_pod(name, ns, {"metadata": {"labels": {"touched-by": "alice"}}})
+
+
+def test_only_pyextender_lifts_its_hold(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """Anyone who may update a pod may remove a scheduling gate. Before the hold policy,
+    a team member could start a pod past its queue by removing ours (a 2-CPU pod in a
+    queue capped at 100m CPU ran at once). Now the API server refuses it, the pod stays
+    held, and the sidecar (its ServiceAccount has the verb) still lifts it once the
+    queue has room."""
+    ns = _adopted_namespace(core, "hold")
+    _bare_pod_in_a_capped_queue(core, api, ns)
+    _lifting_the_hold_by_hand_is_refused(
+        api, ns, "big", [{"op": "remove", "path": "/spec/schedulingGates/0"}]
+    )
+    held = core.read_namespaced_pod("big", ns)
+    assert [g.name for g in held.spec.scheduling_gates] == [GANG_GATE]
+    assert held.metadata.labels["touched-by"] == "alice"
+    _raise_the_cap_and_see_it_bound(core, api, ns)
+
+
 def test_a_replicasets_bare_pods_share_one_podgroup_and_all_run(
     installed: Release, core: client.CoreV1Api, api: client.ApiClient
 ) -> None:
@@ -547,6 +631,16 @@ def _can(api: client.ApiClient, sa: str, verb: str, resource: str, **extra: str)
             True,  # upstream system:kube-scheduler grants it; our config never uses it
         ),
         ("pyextender-scheduler", "delete", "jobs", {"group": "batch.volcano.sh"}, False),
+        # the hold policy's verb: the components that lift our hold have it, no other
+        ("pyextender-scheduler", "release", "podgroups", {"group": "scheduling.volcano.sh"}, True),
+        (
+            "pyextender-controllers",
+            "release",
+            "podgroups",
+            {"group": "scheduling.volcano.sh"},
+            True,
+        ),
+        ("pyextender-webhook", "release", "podgroups", {"group": "scheduling.volcano.sh"}, False),
     ],
 )
 def test_least_privilege_as_the_api_server_sees_it(

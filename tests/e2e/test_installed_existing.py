@@ -20,7 +20,10 @@ from kubernetes import client, config
 from devcluster.installed import Release, installed_release
 from pyextender.api.names import BATCH_RESOURCE, ENABLED_LABEL, GANG_GATE, GROUP_NAME_ANNOTATION
 from tests.e2e.kube import bound, bound_of, metrics, pod, podgroup, wait_for
-from tests.e2e.test_installed import test_components_run_as_the_charts_non_root_user
+from tests.e2e.test_installed import (
+    _lifting_the_hold_by_hand_is_refused,
+    test_components_run_as_the_charts_non_root_user,
+)
 
 __all__ = ["test_components_run_as_the_charts_non_root_user"]
 
@@ -127,3 +130,22 @@ def test_a_bare_pod_naming_volcano_is_adopted_and_runs(
     annotations = core.read_namespaced_pod("bare", ns).metadata.annotations
     assert annotations[GROUP_NAME_ANNOTATION] == f"podgroup-{p.metadata.uid}"
     assert verb_calls(installed) > before
+
+
+def test_a_held_gang_member_cannot_be_started_by_hand(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """The gate holds a gang until its queue admits it and it fits; a namespace user
+    who may update the pod is refused when removing it, in existing mode as in the
+    others (the cluster's own kube-scheduler would take the pod next)."""
+    ns = "adopted-hold"
+    core.create_namespace({"metadata": {"name": ns, "labels": {ENABLED_LABEL: "true"}}})
+    podgroup(api, ns, "half", 2, "default", None)
+    core.create_namespaced_pod(ns, member(ns, "half", 0, gpus=0))
+    _lifting_the_hold_by_hand_is_refused(
+        api, ns, "half-0", [{"op": "remove", "path": "/spec/schedulingGates/0"}]
+    )
+    time.sleep(2)
+    p = core.read_namespaced_pod("half-0", ns)
+    assert [g.name for g in p.spec.scheduling_gates] == [GANG_GATE]
+    assert not p.spec.node_name

@@ -48,6 +48,7 @@ from tests.e2e.test_installed import (  # the same checks and fixtures as the ex
     _adopted_namespace,
     _argv,
     _bare_pod_in_a_capped_queue,
+    _lifting_the_hold_by_hand_is_refused,
     _member,
     _raise_the_cap_and_see_it_bound,
     api,
@@ -166,6 +167,12 @@ def test_a_bare_pod_waits_at_the_barrier_for_its_queue(
     assert not created.spec.scheduling_gates, created.spec.scheduling_gates
     assert created.metadata.annotations.get(BARRIER_ANNOTATION), created.metadata.annotations
     assert "big" not in bound(core, ns)
+    # removing the annotation would let the shim's PreEnqueue pass the pod: refused
+    key = BARRIER_ANNOTATION.replace("/", "~1")  # JSON pointer escape
+    _lifting_the_hold_by_hand_is_refused(
+        api, ns, "big", [{"op": "remove", "path": f"/metadata/annotations/{key}"}]
+    )
+    assert core.read_namespaced_pod("big", ns).metadata.annotations.get(BARRIER_ANNOTATION)
     _raise_the_cap_and_see_it_bound(core, api, ns)
     assert _writes(url, "lift") == lifted
 

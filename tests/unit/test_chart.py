@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from devcluster import build
+from pyextender.api.names import BARRIER_ANNOTATION, GANG_GATE
 from pyextender.cli import build_parser
 from pyextender.framework.config import load_config
 from pyextender.plugins.defaults import DEFAULT_CONFIG
@@ -70,6 +71,60 @@ def test_no_rbac_rule_has_a_wildcard(docs: list[dict[str, Any]]) -> None:
         for field in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
             assert "*" not in (rule.get(field) or []), f"{name}: {field} {rule}"
         assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), (name, rule)
+
+
+def _release_holders(docs: list[dict[str, Any]]) -> set[str]:
+    """ClusterRoles granting the hold policy's verb: release on podgroups."""
+    return {
+        d["metadata"]["name"]
+        for d in of_kind(docs, "ClusterRole")
+        for r in d["rules"]
+        if "release" in r["verbs"]
+        and r["resources"] == ["podgroups"]
+        and r["apiGroups"] == ["scheduling.volcano.sh"]
+    }
+
+
+def test_only_pyextender_lifts_its_hold_on_a_pod(docs: list[dict[str, Any]]) -> None:
+    """The hold policy matches updates that remove our gate or barrier annotation (the
+    names of pyextender.api.names, so a rename cannot leave it matching nothing) and
+    asks for the verb that exactly the components which lift them are granted: the
+    sidecar (gates of admitted gangs), the controllers (a namespace no longer adopted)
+    and the uninstall hook; never the webhook."""
+    (policy,) = of_kind(docs, "ValidatingAdmissionPolicy")
+    bindings = of_kind(docs, "ValidatingAdmissionPolicyBinding")
+    for binding in bindings:
+        assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+        assert binding["spec"]["validationActions"] == ["Deny"]
+    # only where the pod webhook holds pods: evaluating it costs every pod update there
+    holding = [
+        h["namespaceSelector"]
+        for h in of_kind(docs, "MutatingWebhookConfiguration")[0]["webhooks"]
+        if h["clientConfig"]["service"]["path"] == "/mutate/pods"
+    ]
+    assert [b["spec"]["matchResources"]["namespaceSelector"] for b in bindings] == holding
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"]}
+    ]
+    (match,) = spec["matchConditions"]
+    assert match["expression"].count(f"'{GANG_GATE}'") == 2
+    assert match["expression"].count(f"'{BARRIER_ANNOTATION}'") == 2
+    (rule,) = spec["validations"]
+    assert ".resource('podgroups')" in rule["expression"]
+    assert ".check('release')" in rule["expression"]
+    assert _release_holders(docs) == {
+        "pyextender-scheduler",
+        "pyextender-controllers",
+        "pyextender-uninstall",
+    }
+
+
+def test_the_hold_policy_can_be_left_out() -> None:
+    docs = render("--set", "adoption.holdPolicy.enabled=false")
+    assert not of_kind(docs, "ValidatingAdmissionPolicy")
+    assert not of_kind(docs, "ValidatingAdmissionPolicyBinding")
 
 
 def test_every_service_account_is_bound_and_used(docs: list[dict[str, Any]]) -> None:
@@ -162,7 +217,9 @@ def test_existing_mode_has_no_second_scheduler() -> None:
         for c in d["spec"]["template"]["spec"]["containers"]
     ]
     assert "kube-scheduler" not in containers
-    refs = {d["roleRef"]["name"] for d in docs if d["kind"].endswith("Binding")}
+    refs = {
+        d["roleRef"]["name"] for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+    }
     assert "system:kube-scheduler" not in refs
     webhook = next(
         d for d in of_kind(docs, "Deployment") if d["metadata"]["name"].endswith("webhook")
