@@ -192,12 +192,6 @@ def sidecar_identity(api: client.ApiClient) -> client.Configuration:
     rbac.create_cluster_role_binding(
         {"metadata": {"name": SIDECAR_SA}, "roleRef": role, "subjects": [subject]}
     )
-    # a user who may patch pods but lacks the verb: policy_in_force probes with it
-    rbac.create_cluster_role({"metadata": {"name": NOBODY}, "rules": rules[:1]})
-    user = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NOBODY}
-    rbac.create_cluster_role_binding(
-        {"metadata": {"name": NOBODY}, "roleRef": {**role, "name": NOBODY}, "subjects": [user]}
-    )
     token = core.create_namespaced_service_account_token(
         SIDECAR_SA, NS, {"spec": {"expirationSeconds": 3600}}
     ).status.token
@@ -223,7 +217,16 @@ def policy_in_force(api: client.ApiClient, docs: list[dict[str, Any]]) -> Iterat
     """The hold policy applied (waiting until the API server enforces it), then removed."""
     reg = client.AdmissionregistrationV1Api(api)
     policy, *bindings = docs
-    core = client.CoreV1Api(api)
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    if not rbac.list_cluster_role(field_selector=f"metadata.name={NOBODY}").items:
+        # the probe's user: may patch pods, lacks the policy's verb
+        pods = {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]}
+        rbac.create_cluster_role({"metadata": {"name": NOBODY}, "rules": [pods]})
+        role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NOBODY}
+        user = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NOBODY}
+        rbac.create_cluster_role_binding(
+            {"metadata": {"name": NOBODY}, "roleRef": role, "subjects": [user]}
+        )
     # the chart binds it to adopted namespaces: adopt this one (no webhook runs here)
     core.patch_namespace(NS, {"metadata": {"labels": {ENABLED_LABEL: "true"}}})
     reg.create_validating_admission_policy(policy)
