@@ -102,10 +102,10 @@ HELD_BY = {
 }
 
 STAGES = [False]
+"""--stages: watch each gang's stages in the gang phase (bench/gang_stages.py)."""
 ADOPTED: dict[str, str] = {}
 """Labels of the gang phases' namespaces: the adoption label with --hold-policy, whose
 binding selects adopted namespaces."""
-"""--stages: watch each gang's stages in the gang phase (bench/gang_stages.py)."""
 
 COST: list[PhaseCost] = []
 """The running cluster's cost recorder (one at a time): each phase snapshots it
