@@ -176,22 +176,28 @@ NOBODY = "bench-nobody"
 HOLD_TEMPLATE = "templates/hold-policy.yaml"
 
 
+PATCH_PODS = {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]}
+RELEASE = {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["release"]}
+
+
+def _grant(api: client.ApiClient, name: str, subject: dict[str, str], rules: list[Any]) -> None:
+    """A ClusterRole ``name`` of ``rules``, bound to ``subject``."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    rbac.create_cluster_role({"metadata": {"name": name}, "rules": rules})
+    role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}
+    rbac.create_cluster_role_binding(
+        {"metadata": {"name": name}, "roleRef": role, "subjects": [subject]}
+    )
+
+
 def sidecar_identity(api: client.ApiClient) -> client.Configuration:
     """A connection as a ServiceAccount with what the chart grants the sidecar for a
     lift (patch pods; the hold policy's verb), by bearer token, as the sidecar in a pod
     authenticates."""
-    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core = client.CoreV1Api(api)
     core.create_namespaced_service_account(NS, {"metadata": {"name": SIDECAR_SA}})
-    rules = [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
-        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["release"]},
-    ]
-    rbac.create_cluster_role({"metadata": {"name": SIDECAR_SA}, "rules": rules})
-    subject = {"kind": "ServiceAccount", "name": SIDECAR_SA, "namespace": NS}
-    role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SIDECAR_SA}
-    rbac.create_cluster_role_binding(
-        {"metadata": {"name": SIDECAR_SA}, "roleRef": role, "subjects": [subject]}
-    )
+    account = {"kind": "ServiceAccount", "name": SIDECAR_SA, "namespace": NS}
+    _grant(api, SIDECAR_SA, account, [PATCH_PODS, RELEASE])
     token = core.create_namespaced_service_account_token(
         SIDECAR_SA, NS, {"spec": {"expirationSeconds": 3600}}
     ).status.token
@@ -202,7 +208,7 @@ def sidecar_identity(api: client.ApiClient) -> client.Configuration:
 
 
 def hold_policy() -> list[dict[str, Any]]:
-    """The chart's hold policy and its binding, as ``helm template`` renders them."""
+    """The chart's hold policy, then its bindings, as ``helm template`` renders them."""
     helm = build.ensure_binaries(quiet=True, only=["helm"])["helm"]
     chart = Path(__file__).resolve().parent.parent / "charts" / "pyextender"
     out = subprocess.run(
@@ -220,13 +226,8 @@ def policy_in_force(api: client.ApiClient, docs: list[dict[str, Any]]) -> Iterat
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
     if not rbac.list_cluster_role(field_selector=f"metadata.name={NOBODY}").items:
         # the probe's user: may patch pods, lacks the policy's verb
-        pods = {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]}
-        rbac.create_cluster_role({"metadata": {"name": NOBODY}, "rules": [pods]})
-        role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NOBODY}
         user = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NOBODY}
-        rbac.create_cluster_role_binding(
-            {"metadata": {"name": NOBODY}, "roleRef": role, "subjects": [user]}
-        )
+        _grant(api, NOBODY, user, [PATCH_PODS])
     # the chart binds it to adopted namespaces: adopt this one (no webhook runs here)
     core.patch_namespace(NS, {"metadata": {"labels": {ENABLED_LABEL: "true"}}})
     reg.create_validating_admission_policy(policy)
