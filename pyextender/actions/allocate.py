@@ -16,8 +16,10 @@ ungated). In one cycle:
 2. **Holds.** A gang whose pods are still being created (fewer than minMember,
    created less than ``ASSEMBLY_GRACE_S`` ago) keeps room for its minimum this
    cycle: the extras of a gang created a moment earlier must not take it. Within
-   ``NEWCOMER_GRACE_S`` of the newest PodGroup's creation no extras are released
-   at all: a sibling job's PodGroup may not even exist yet.
+   ``NEWCOMER_GRACE_S`` of the newest PodGroup's creation no extras younger than
+   that are released: a sibling job's PodGroup may not even exist yet. Older
+   extras have had their wait, so PodGroups that keep arriving (a bare pod's
+   each) cannot hold them back for ever.
 3. **Extras.** Members beyond minMember are released one at a time, the job first
    in job order (e.g. smallest dominant share) first, only for gangs whose minimum
    is placed or lifted, while they fit and their queue's capability, and every
@@ -49,7 +51,7 @@ from pyextender.actions.enqueue import (
 from pyextender.actions.gangs import gang_message, min_request, needed_tasks
 from pyextender.actions.reservation import reserve
 from pyextender.framework.placement import place
-from pyextender.framework.session import IntArray, Job, Session, Task, past_sla
+from pyextender.framework.session import IntArray, Job, Session, Task, past_sla, timestamp
 from pyextender.framework.status import Code
 
 
@@ -74,16 +76,16 @@ def allocate(
     """Minimums, holds, extras (see the module docstring)."""
     lifted = _lift_minimums(ssn, decisions, backfill, relifted)
     _hold_assembling(ssn, decisions, backfill, lifted)
-    if not _newcomers(ssn):
-        allocate_elastic(ssn, decisions, backfill)
+    allocate_elastic(ssn, decisions, backfill, NEWCOMER_GRACE_S if _newcomers(ssn) else 0.0)
 
 
 NEWCOMER_GRACE_S = 3.0
 """Seconds after the newest PodGroup's creation during which no gang gets elastic
-members: jobs created together reach the scheduler one after another (their
-controller creates each job's PodGroup and pods in turn), and every one of them
-gets its minimum before anyone's extras fill the room. On a cluster where new
-PodGroups keep arriving less than this apart, extras wait for a quiet moment."""
+members younger than this: jobs created together reach the scheduler one after
+another (their controller creates each job's PodGroup and pods in turn), and every
+one of them gets its minimum before anyone's extras fill the room. An extra that
+has waited this long is released whatever arrives: on a cluster where new
+PodGroups keep coming less than this apart, extras would otherwise wait for ever."""
 
 
 def _newcomers(ssn: Session) -> bool:
@@ -196,9 +198,13 @@ def _hold_assembling(ssn: Session, decisions: Decisions, backfill: bool, lifted:
             take_in_total(ssn, request, allowed_rows(ssn, job, request, backfill))
 
 
-def allocate_elastic(ssn: Session, decisions: Decisions, backfill: bool = True) -> None:
-    """Release gated members beyond minMember of running gangs, in job order."""
+def allocate_elastic(
+    ssn: Session, decisions: Decisions, backfill: bool = True, min_age_s: float = 0.0
+) -> None:
+    """Release gated members beyond minMember of running gangs, in job order; only
+    those created at least ``min_age_s`` seconds ago."""
     lifting = {t.pod.uid for t in decisions.lift}
+    born_by = ssn.now - min_age_s
     admitting = {j.key for j in decisions.admit}
     extras: dict[str, list[Task]] = {}
     for job in ssn.jobs.values():
@@ -209,6 +215,8 @@ def allocate_elastic(ssn: Session, decisions: Decisions, backfill: bool = True) 
         if job.bound_count + job.succeeded + opened < job.min_member:
             continue  # its minimum is not placed yet: no extras before it
         gated = [t for t in pending if t.gated and t.pod.uid not in lifting]
+        if min_age_s > 0:
+            gated = [t for t in gated if timestamp(t.pod.created) <= born_by]
         if gated:
             extras[job.key] = sorted(gated, key=_age)
     resources = ssn.state.resources

@@ -395,15 +395,12 @@ def test_only_pyextender_lifts_its_hold(
     _raise_the_cap_and_see_it_bound(core, api, ns)
 
 
-def test_a_replicasets_bare_pods_share_one_podgroup_and_all_run(
-    installed: Release, core: client.CoreV1Api, api: client.ApiClient
-) -> None:
-    """Pods of one ReplicaSet that name volcano share ``podgroup-<its uid>`` (minMember 1,
-    as Volcano's PodGroup controller makes it): the PodGroup is admitted on one pod's
-    worth and every replica is let in as it fits (members beyond minMember), not only
-    the first. The devcluster runs no controller-manager: the test creates the pods."""
-    ns = _adopted_namespace(core, "replicas")
-    labels = {"app": "web"}
+def _replicaset(
+    api: client.ApiClient, core: client.CoreV1Api, ns: str, name: str, replicas: int
+) -> str:
+    """A ReplicaSet naming volcano and its pods, created by hand as its controller
+    would (the devcluster runs no controller-manager); returns its uid."""
+    labels = {"app": name}
     template = {
         "metadata": {"labels": labels},
         "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]},
@@ -411,27 +408,77 @@ def test_a_replicasets_bare_pods_share_one_podgroup_and_all_run(
     rs = client.AppsV1Api(api).create_namespaced_replica_set(
         ns,
         {
-            "metadata": {"name": "web"},
-            "spec": {"replicas": 3, "selector": {"matchLabels": labels}, "template": template},
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": template,
+            },
         },
     )
     owner = {
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
-        "name": "web",
+        "name": name,
         "uid": rs.metadata.uid,
         "controller": True,
         "blockOwnerDeletion": True,
     }
-    for i in range(3):
-        body = pod(f"web-{i}", ns, cpu="1")
+    for i in range(replicas):
+        body = pod(f"{name}-{i}", ns, cpu="1")
         body["metadata"].update(labels=labels, ownerReferences=[owner])
         core.create_namespaced_pod(ns, body)
+    return str(rs.metadata.uid)
+
+
+def test_a_replicasets_bare_pods_share_one_podgroup_and_all_run(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """Pods of one ReplicaSet that name volcano share ``podgroup-<its uid>`` (minMember 1,
+    as Volcano's PodGroup controller makes it): the PodGroup is admitted on one pod's
+    worth and every replica is let in as it fits (members beyond minMember), not only
+    the first."""
+    ns = _adopted_namespace(core, "replicas")
+    uid = _replicaset(api, core, ns, "web", 3)
     wait_for("every replica bound", lambda: len(bound(core, ns)) == 3, timeout=60)
     groups = {
         p.metadata.annotations[GROUP_NAME_ANNOTATION] for p in core.list_namespaced_pod(ns).items
     }
-    assert groups == {f"podgroup-{rs.metadata.uid}"}
+    assert groups == {f"podgroup-{uid}"}
+
+
+def test_replicas_run_while_new_podgroups_keep_arriving(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """Bare pods arrive one every 0.7 s, each with a PodGroup of its own, while a
+    ReplicaSet's three pods wait: replicas beyond its minMember (1) must not wait for a
+    pause in new PodGroups, which may never come. They run once they have waited out
+    the newcomer grace (3 s), while the stream goes on."""
+    ns = _adopted_namespace(core, "stream")
+    stop = threading.Event()
+
+    def stream() -> None:
+        for i in itertools.count():
+            if stop.wait(0.7):
+                return
+            core.create_namespaced_pod(ns, pod(f"bare-{i}", ns, cpu="100m"))
+
+    streamer = threading.Thread(target=stream, daemon=True)
+    streamer.start()
+    try:
+        time.sleep(2.0)  # the stream is on before the ReplicaSet comes
+        _replicaset(api, core, ns, "web", 3)
+        wait_for(
+            "every replica bound while bare pods keep coming",
+            lambda: len([n for n in bound(core, ns) if n.startswith("web-")]) == 3,
+            timeout=20,
+        )
+        assert streamer.is_alive()
+        bare = [n for n in bound(core, ns) if n.startswith("bare-")]
+        assert len(bare) >= 3, bare  # the stream's own pods ran meanwhile
+    finally:
+        stop.set()
+        streamer.join(timeout=10)
 
 
 def test_webhook_validates_volcano_objects(api: client.ApiClient, installed: Release) -> None:

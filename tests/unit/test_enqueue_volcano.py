@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from pyextender.actions.allocate import NEWCOMER_GRACE_S
 from pyextender.actions.enqueue import ASSEMBLY_GRACE_S
 from pyextender.framework.action_args import EnqueueArgs, require_fit
 from tests.unit.batch_fixtures import World
@@ -166,14 +167,15 @@ def test_every_gangs_minimum_before_any_extras() -> None:
 
 
 def test_a_gang_still_being_created_keeps_room_from_extras() -> None:
-    """a runs its minimum; b's PodGroup was created moments ago and has 1 of its 2
-    pods: no extras at all for 3 s, then a's extras leave b's minimum (minResources
-    4 GPUs) free until b's pods are all there (5 s at most)."""
+    """a runs its minimum and was scaled up as b's PodGroup was created, moments ago;
+    b has 1 of its 2 pods: a's new extras wait 3 s, then leave b's minimum
+    (minResources 4 GPUs) free until b's pods are all there (5 s at most)."""
     w = World(nodes=1, gpus=8)
     w.gang("a", 8, gpus=1, min_member=2, phase="Running", bound=["n0", "n0"])
     for p in w.cache.pods_by_uid.values():
         if not p.node_name:
             p.gates = ("pyextender.io/gang",)
+            p.created = "2026-01-01T01:00:00Z"
     w.cache.group_event("ADDED", {
         "metadata": {"name": "b", "namespace": "t", "uid": "pg-b",
                      "creationTimestamp": "2026-01-01T01:00:00Z"},
@@ -181,13 +183,44 @@ def test_a_gang_still_being_created_keeps_room_from_extras() -> None:
         "status": {"phase": "Pending"},
     })  # fmt: skip
     w.pod("b-0", gpus=2, group="b", gated=True, created="2026-01-01T01:00:00Z")
-    d = w.cycle(now=1767225600.0 + 3600 + 0.5)  # b is half a second old: no extras yet
+    d = w.cycle(now=1767225600.0 + 3600 + 0.5)  # half a second old: no extras yet
     assert d.lift == [] and "t/b" in d.assembling
     d = w.cycle(now=1767225600.0 + 3600 + 4)  # 4 s: extras, but b's room stays
     assert sorted(t.pod.name for t in d.lift if t.pod.name.startswith("a")) == [
         "a-2", "a-3"
     ]  # fmt: skip
     assert "t/b" in d.assembling
+
+
+def test_new_podgroups_arriving_without_pause_do_not_starve_extras() -> None:
+    """a runs its minimum; its extras were created an hour ago. A new PodGroup every
+    second (a bare pod's, already running) would keep the newcomer hold on for ever:
+    extras older than NEWCOMER_GRACE_S are released anyway, younger ones still wait."""
+    w = World(nodes=1, gpus=8)
+    w.gang("a", 4, gpus=1, min_member=2, phase="Running", bound=["n0", "n0"])
+    for p in w.cache.pods_by_uid.values():
+        if not p.node_name:
+            p.gates = ("pyextender.io/gang",)
+
+    def bare_pod_created(name: str, at: float) -> str:
+        stamp = dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        w.cache.group_event("ADDED", {
+            "metadata": {"name": name, "namespace": "t", "uid": f"pg-{name}",
+                         "creationTimestamp": stamp},
+            "spec": {"minMember": 1, "queue": "default"},
+            "status": {"phase": "Running"},
+        })  # fmt: skip
+        w.pod(f"{name}-0", gpus=1, group=name, node="n0", created=stamp)
+        return stamp
+
+    young = bare_pod_created("bare", NOW - 1)
+    w.pod("a-4", gpus=1, group="a", gated=True, created=young)
+    d = w.cycle(now=NOW)
+    assert sorted(t.pod.name for t in d.lift) == ["a-2", "a-3"]  # a-4 is a second old
+    # another PodGroup a second before the next cycle: a-4 has waited the grace out
+    bare_pod_created("bare2", NOW + NEWCOMER_GRACE_S - 1)
+    d = w.cycle(now=NOW + NEWCOMER_GRACE_S)
+    assert sorted(t.pod.name for t in d.lift) == ["a-2", "a-3", "a-4"]
 
 
 def test_require_fit_option_reads_typed_and_plain_arguments() -> None:
