@@ -71,6 +71,31 @@ def min_member_of(owner_annotations: Mapping[str, str]) -> int:
     return value if 0 <= value <= 2**31 - 1 else 1
 
 
+def unreachable_min_member(kind: str, owner: Obj, min_member: int) -> str:
+    """Why the PodGroup of ``owner``'s pods can never have ``min_member`` of them, or ""
+    (Volcano creates the same PodGroup and leaves it Pending without a word):
+    - fewer replicas than that;
+    - a StatefulSet with OrderedReady pod management (the default) creates pod i+1 only
+      once pod i is Running and Ready, and our gate holds pod 0 until the gang is whole.
+    """
+    name = f"{kind} {meta(owner).get('name')}"
+    replicas = _replicas(owner)
+    if 0 < replicas < min_member:  # at 0 its pods are going away
+        return (
+            f"{name} has {replicas} replicas, fewer than its {GROUP_MIN_MEMBER_ANNOTATION} "
+            f"{min_member}: its pods' PodGroup can never start"
+        )
+    policy = (owner.get("spec") or {}).get("podManagementPolicy") or "OrderedReady"
+    if kind == "StatefulSet" and min_member > 1 and policy == "OrderedReady":
+        return (
+            f"{name} creates its pods one at a time, each once the one before is Ready "
+            f"(podManagementPolicy OrderedReady), so its PodGroup never has the "
+            f"{min_member} pods its {GROUP_MIN_MEMBER_ANNOTATION} asks for before the first "
+            f"may start: set podManagementPolicy: Parallel, or {GROUP_MIN_MEMBER_ANNOTATION}: 1"
+        )
+    return ""
+
+
 def bare_podgroup(pod: Obj, owner_annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Volcano's PodGroup for a pod that names none; minMember from the owner's
     group-min-member, minResources that many times the pod's quota usage."""
@@ -283,23 +308,31 @@ class PodGroupController(Controller):
                     log.info("%s %s scaled up again: created PodGroup %s", kind, key, pg_name)
                 return
 
-    async def _owner_annotations(self, pod: Obj) -> dict[str, str]:
-        """Annotations of the pod's ReplicaSet or StatefulSet: from the watch cache, or
+    async def _owner(self, pod: Obj) -> tuple[str, Obj] | None:
+        """The pod's ReplicaSet or StatefulSet (kind, object): from the watch cache, or
         read when the owner's watch event has not come yet (the pod's may come first)."""
         ref = P.controller_ref(pod)
         if not ref or ref.get("kind") not in OWNER_KINDS:
-            return {}
+            return None
         ns, name = str(meta(pod).get("namespace")), str(ref.get("name"))
-        is_rs = ref.get("kind") == "ReplicaSet"
+        kind = str(ref.get("kind"))
+        is_rs = kind == "ReplicaSet"
         owner = (self.ctx.replicasets if is_rs else self.ctx.statefulsets).get(f"{ns}/{name}")
         if owner is not None and meta(owner).get("uid") == ref.get("uid"):
-            return P.annotations_of(owner)
+            return kind, owner
         apps = self.ctx.kube.apps
         read = apps.read_namespaced_replica_set if is_rs else apps.read_namespaced_stateful_set
         found = await ignore_missing(call(read, name, ns))
         if found is None or found.metadata.uid != ref.get("uid"):
-            return {}
-        return dict(found.metadata.annotations or {})
+            return None
+        spec = found.spec
+        return kind, {
+            "metadata": {"name": name, "annotations": dict(found.metadata.annotations or {})},
+            "spec": {
+                "replicas": spec.replicas,
+                "podManagementPolicy": getattr(spec, "pod_management_policy", None),
+            },
+        }
 
     async def _reconcile_bare_pod(self, key: str) -> None:
         ctx = self.ctx
@@ -309,7 +342,8 @@ class PodGroupController(Controller):
         ns, _ = split_key(key)
         pg_name = bare_podgroup_name(pod)
         if ctx.podgroups.get(f"{ns}/{pg_name}") is None:
-            body = bare_podgroup(pod, await self._owner_annotations(pod))
+            owner = await self._owner(pod)
+            body = bare_podgroup(pod, P.annotations_of(owner[1]) if owner else {})
             created = await ignore_exists(call(ctx.kube.create, PODGROUPS, ns, body))
             if created:
                 ctx.podgroups.remember(created)
@@ -320,6 +354,10 @@ class PodGroupController(Controller):
                     f"pod is ours (schedulerName {P.scheduler_name(pod)}) and has no "
                     f"{names.GROUP_NAME_ANNOTATION} annotation: created PodGroup {pg_name}",
                 )
+                why = owner and unreachable_min_member(*owner, body["spec"]["minMember"])
+                if why:
+                    for obj in (created, pod):
+                        ctx.recorder.event(obj, "MinMemberUnreachable", why, warning=True)
         patch = {"metadata": {"annotations": {names.GROUP_NAME_ANNOTATION: pg_name}}}
         updated = await ignore_missing(call(ctx.kube.patch_pod, ns, meta(pod).get("name"), patch))
         if updated is None:

@@ -40,7 +40,17 @@ from pyextender.api.names import (
     POD_QUEUE_ANNOTATION,
 )
 from tests.e2e.conftest import Env
-from tests.e2e.kube import GROUP, bound, bound_of, condition, pod, podgroup, queue, wait_for
+from tests.e2e.kube import (
+    GROUP,
+    bound,
+    bound_of,
+    condition,
+    events_for,
+    pod,
+    podgroup,
+    queue,
+    wait_for,
+)
 from tests.e2e.test_gangs import (  # the core scenarios, run against the installed system
     test_gang_all_or_nothing,
     test_priority_preemption_evicts_victim_gangs_whole,
@@ -479,6 +489,51 @@ def test_replicas_run_while_new_podgroups_keep_arriving(
     finally:
         stop.set()
         streamer.join(timeout=10)
+
+
+def test_a_statefulset_that_cannot_fill_its_gang_says_why(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """A StatefulSet asks for a gang of 2 (group-min-member) but makes its pods one at a
+    time (OrderedReady, the default): pod 0 is held for a gang that can never fill, as
+    with Volcano, and a Warning on the pod says why and what to change."""
+    ns = _adopted_namespace(core, "ordered")
+    labels = {"app": "db"}
+    sts = client.AppsV1Api(api).create_namespaced_stateful_set(
+        ns,
+        {
+            "metadata": {
+                "name": "db",
+                "annotations": {"scheduling.volcano.sh/group-min-member": "2"},
+            },
+            "spec": {
+                "replicas": 2,
+                "serviceName": "db",
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "schedulerName": "volcano",
+                        "containers": [{"name": "c", "image": "busybox"}],
+                    },
+                },
+            },
+        },
+    )
+    body = pod("db-0", ns, cpu="100m")  # what its controller would make first
+    owner = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db",
+             "uid": sts.metadata.uid, "controller": True}  # fmt: skip
+    body["metadata"].update(labels=labels, ownerReferences=[owner])
+    core.create_namespaced_pod(ns, body)
+    warned = wait_for(
+        "a MinMemberUnreachable event on db-0",
+        lambda: [e for e in events_for(core, ns, "db-0") if e.startswith("MinMemberUnreachable")],
+        timeout=30,
+    )
+    assert "podManagementPolicy: Parallel" in warned[0], warned
+    held = core.read_namespaced_pod("db-0", ns)
+    assert GANG_GATE in [g.name for g in held.spec.scheduling_gates or []]
+    assert not held.spec.node_name
 
 
 def test_webhook_validates_volcano_objects(api: client.ApiClient, installed: Release) -> None:

@@ -188,3 +188,30 @@ def test_owner_group_min_member(annotation: str | None, want: int) -> None:
     spec = podgroup.bare_podgroup(pod, owner)["spec"]
     assert spec["minMember"] == want
     assert spec["minResources"].get("pods") == (str(want) if want else None)
+
+
+def _owner(replicas: int, min_member: str, policy: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"replicas": replicas}
+    if policy:
+        spec["podManagementPolicy"] = policy
+    annotations = {podgroup.GROUP_MIN_MEMBER_ANNOTATION: min_member}
+    return {"metadata": {"name": "web", "annotations": annotations}, "spec": spec}
+
+
+def test_a_min_member_its_owner_can_never_reach_is_named() -> None:
+    """Volcano leaves such a PodGroup Pending without a word; we say why once, when the
+    PodGroup is made: fewer replicas than the min-member, or a StatefulSet that makes its
+    pods one at a time (OrderedReady, the default) behind a gang of more than one."""
+    why = podgroup.unreachable_min_member
+    assert why("StatefulSet", _owner(3, "3"), 3).startswith(
+        "StatefulSet web creates its pods one at a time"
+    )
+    assert "podManagementPolicy: Parallel" in why("StatefulSet", _owner(3, "3", "OrderedReady"), 3)
+    assert why("StatefulSet", _owner(3, "3", "Parallel"), 3) == ""
+    assert why("StatefulSet", _owner(3, "1"), 1) == ""  # one at a time is a gang of one
+    assert why("ReplicaSet", _owner(3, "3"), 3) == ""  # a ReplicaSet makes them all at once
+    assert why("ReplicaSet", _owner(2, "3"), 3) == (
+        "ReplicaSet web has 2 replicas, fewer than its scheduling.volcano.sh/group-min-member"
+        " 3: its pods' PodGroup can never start"
+    )
+    assert why("ReplicaSet", _owner(0, "3"), 3) == ""  # scaled to zero: its pods are leaving
