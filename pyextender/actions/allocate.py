@@ -16,10 +16,11 @@ ungated). In one cycle:
 2. **Holds.** A gang whose pods are still being created (fewer than minMember,
    created less than ``ASSEMBLY_GRACE_S`` ago) keeps room for its minimum this
    cycle: the extras of a gang created a moment earlier must not take it. Within
-   ``NEWCOMER_GRACE_S`` of the newest PodGroup's creation no extras younger than
-   that are released: a sibling job's PodGroup may not even exist yet. Older
-   extras have had their wait, so PodGroups that keep arriving (a bare pod's
-   each) cannot hold them back for ever.
+   ``NEWCOMER_GRACE_S`` of the newest PodGroup's creation extras are released, in
+   job order, only until the first one younger than that: a sibling job's PodGroup
+   may not even exist yet, and the jobs after it in the order must not go first.
+   Extras that have waited that long go in turn, so PodGroups that keep arriving
+   (a bare pod's each) cannot hold them back for ever.
 3. **Extras.** Members beyond minMember are released one at a time, the job first
    in job order (e.g. smallest dominant share) first, only for gangs whose minimum
    is placed or lifted, while they fit and their queue's capability, and every
@@ -80,12 +81,13 @@ def allocate(
 
 
 NEWCOMER_GRACE_S = 3.0
-"""Seconds after the newest PodGroup's creation during which no gang gets elastic
-members younger than this: jobs created together reach the scheduler one after
-another (their controller creates each job's PodGroup and pods in turn), and every
-one of them gets its minimum before anyone's extras fill the room. An extra that
-has waited this long is released whatever arrives: on a cluster where new
-PodGroups keep coming less than this apart, extras would otherwise wait for ever."""
+"""Seconds after the newest PodGroup's creation during which elastic members younger
+than this wait, and every member after them in job order: jobs created together
+reach the scheduler one after another (their controller creates each job's PodGroup
+and pods in turn), and every one of them gets its minimum before anyone's extras
+fill the room, which then go in job order. Members that have waited this long go in
+turn whatever arrives: on a cluster where new PodGroups keep coming less than this
+apart, extras would otherwise wait for ever."""
 
 
 def _newcomers(ssn: Session) -> bool:
@@ -201,8 +203,10 @@ def _hold_assembling(ssn: Session, decisions: Decisions, backfill: bool, lifted:
 def allocate_elastic(
     ssn: Session, decisions: Decisions, backfill: bool = True, min_age_s: float = 0.0
 ) -> None:
-    """Release gated members beyond minMember of running gangs, in job order; only
-    those created at least ``min_age_s`` seconds ago."""
+    """Release gated members beyond minMember of running gangs, in job order. With
+    ``min_age_s``, the walk stops at the first member (in that order) created less than
+    ``min_age_s`` seconds ago: its job is still arriving, and no job after it in the
+    order may go first."""
     lifting = {t.pod.uid for t in decisions.lift}
     born_by = ssn.now - min_age_s
     admitting = {j.key for j in decisions.admit}
@@ -215,13 +219,13 @@ def allocate_elastic(
         if job.bound_count + job.succeeded + opened < job.min_member:
             continue  # its minimum is not placed yet: no extras before it
         gated = [t for t in pending if t.gated and t.pod.uid not in lifting]
-        if min_age_s > 0:
-            gated = [t for t in gated if timestamp(t.pod.created) <= born_by]
         if gated:
             extras[job.key] = sorted(gated, key=_age)
     resources = ssn.state.resources
     while extras:
         job = min((ssn.jobs[k] for k in extras), key=functools.cmp_to_key(ssn.job_compare))
+        if min_age_s > 0 and timestamp(extras[job.key][0].pod.created) > born_by:
+            break
         task = extras[job.key].pop(0)
         if not ssn.allocatable(job, task.request):
             del extras[job.key]  # its queue (or a parent's) capability is reached

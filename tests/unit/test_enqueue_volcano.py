@@ -223,6 +223,31 @@ def test_new_podgroups_arriving_without_pause_do_not_starve_extras() -> None:
     assert sorted(t.pod.name for t in d.lift) == ["a-2", "a-3", "a-4"]
 
 
+def test_old_extras_do_not_jump_ahead_of_a_newcomers_in_job_order() -> None:
+    """x runs 4 of 6 members (minimum 2); its extras are an hour old. y (minMember 1,
+    3 members) came a second ago: it gets its minimum, and is first in drf's order
+    (2/16 against 8/16), but its extras are a second old. Nothing after them in the
+    order goes first: x's old extras wait too, until y's have waited the grace out;
+    then y's go first (tests/e2e/test_gangs.py::test_drf_smaller_dominant_share_goes_first)."""
+    w = World(nodes=2, gpus=8)
+    w.gang("x", 6, gpus=2, min_member=2, phase="Running", bound=["n0"] * 4)
+    for p in w.cache.pods_by_uid.values():
+        if not p.node_name:
+            p.gates = ("pyextender.io/gang",)
+    young = dt.datetime.fromtimestamp(NOW - 1, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    w.cache.group_event("ADDED", {
+        "metadata": {"name": "y", "namespace": "t", "uid": "pg-y", "creationTimestamp": young},
+        "spec": {"minMember": 1, "queue": "default"},
+        "status": {"phase": "Inqueue"},
+    })  # fmt: skip
+    for i in range(3):
+        w.pod(f"y-{i}", gpus=2, group="y", gated=True, created=young)
+    d = w.cycle(now=NOW)
+    assert [t.pod.name for t in d.lift] == ["y-0"]
+    d = w.cycle(now=NOW + NEWCOMER_GRACE_S)
+    assert [t.pod.name for t in d.lift] == ["y-0", "y-1", "y-2", "x-4"]
+
+
 def test_require_fit_option_reads_typed_and_plain_arguments() -> None:
     assert require_fit({"enqueue": EnqueueArgs(require_fit=True)})
     assert require_fit({"enqueue": {"requireFit": True}})
