@@ -229,6 +229,22 @@ def test_a_member_of_a_missing_podgroup_waits_for_it(env: Env) -> None:
     wait_for("both bound", lambda: bound_of(core, namespace, names) == 2, timeout=60)
 
 
+def _seen_whole_node_jobs(core: client.CoreV1Api, namespace: str) -> None:
+    """Show the sidecar an 8-GPU pod (bound by default-scheduler, then deleted). It
+    learns the workload's GPU sizes from the pods it sees bound, and gpu-topology keeps
+    whole nodes free only for sizes it has seen: without this, whether it packs a
+    1-GPU pod depends on what earlier tests of the session ran (alone, it has seen
+    1-GPU pods only, and Volcano's least-requested spreads them)."""
+    create(core, pod("whole", namespace, gpus=8, cpu="1", scheduler="default-scheduler"))
+    wait_for("the 8-GPU pod bound", lambda: "whole" in bound(core, namespace), timeout=60)
+    core.delete_namespaced_pod("whole", namespace, grace_period_seconds=0)
+    wait_for(
+        "the 8-GPU pod gone",
+        lambda: "whole" not in {p.metadata.name for p in core.list_namespaced_pod(namespace).items},
+        timeout=30,
+    )
+
+
 def test_the_sidecars_policy_chooses_the_node(env: Env) -> None:
     """The node is the one our score plugins rank first, in both modes, as Volcano's
     scheduler chooses it: extender mode's filter answers only that node; framework
@@ -238,6 +254,7 @@ def test_the_sidecars_policy_chooses_the_node(env: Env) -> None:
     8-GPU node free; least-allocated would spread a second 12-CPU pod to the
     emptier node."""
     core, namespace = env.core, env.namespace
+    _seen_whole_node_jobs(core, namespace)
     create(core, pod("first", namespace, gpus=1, cpu="12"))
     wait_for("first bound", lambda: "first" in bound(core, namespace), timeout=60)
     create(core, pod("second", namespace, gpus=1, cpu="12"))
@@ -260,6 +277,7 @@ def test_a_pick_that_kube_scheduler_turns_down_is_retried_on_every_node(env: Env
         manifest["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 18080}]
         return manifest
 
+    _seen_whole_node_jobs(core, namespace)
     create(core, with_port("first"))
     wait_for("first bound", lambda: "first" in bound(core, namespace), timeout=60)
     taken = bound(core, namespace)["first"]
