@@ -91,7 +91,8 @@ def unreachable_min_member(kind: str, owner: Obj, min_member: int) -> str:
             f"{name} creates its pods one at a time, each once the one before is Ready "
             f"(podManagementPolicy OrderedReady), so its PodGroup never has the "
             f"{min_member} pods its {GROUP_MIN_MEMBER_ANNOTATION} asks for before the first "
-            f"may start: set podManagementPolicy: Parallel, or {GROUP_MIN_MEMBER_ANNOTATION}: 1"
+            f"may start: recreate it with podManagementPolicy: Parallel (the field cannot "
+            f"be changed), or with {GROUP_MIN_MEMBER_ANNOTATION}: 1"
         )
     return ""
 
