@@ -21,6 +21,8 @@ import os
 import re
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -534,6 +536,15 @@ def test_a_statefulset_that_cannot_fill_its_gang_says_why(
     held = core.read_namespaced_pod("db-0", ns)
     assert GANG_GATE in [g.name for g in held.spec.scheduling_gates or []]
     assert not held.spec.node_name
+    # what a user asks first: vcctl explain shows the Warning on the pod and its PodGroup
+    st = installed.cluster.state
+    assert st is not None
+    explained = subprocess.run(
+        [sys.executable, "-m", "pyextender.vcctl", f"--kubeconfig={st.kubeconfig}",
+         "explain", "-n", ns, "pod", "db-0"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert explained.count("event Warning MinMemberUnreachable: StatefulSet db") == 2, explained
 
 
 def test_webhook_validates_volcano_objects(api: client.ApiClient, installed: Release) -> None:
