@@ -36,6 +36,8 @@ OWNER = "owner:"
 """Key prefix of a ReplicaSet or StatefulSet: ``owner:<kind>:<namespace>/<name>``."""
 OWNER_KINDS = ("ReplicaSet", "StatefulSet")
 PODGROUP_PREFIX = "podgroup-"
+MAX_WARNED = 4096
+"""PodGroups whose MinMemberUnreachable reason is remembered (oldest forgotten first)."""
 
 
 def _controller_uid(pod: Obj) -> str:
@@ -83,7 +85,8 @@ def unreachable_min_member(kind: str, owner: Obj, min_member: int) -> str:
     if 0 < replicas < min_member:  # at 0 its pods are going away
         return (
             f"{name} has {replicas} replicas, fewer than its {GROUP_MIN_MEMBER_ANNOTATION} "
-            f"{min_member}: its pods' PodGroup can never start"
+            f"{min_member}: its pods' PodGroup can never gather {min_member} members, so "
+            f"its pods that wait are held for ever; scale it to {min_member} or more"
         )
     policy = (owner.get("spec") or {}).get("podManagementPolicy") or "OrderedReady"
     if kind == "StatefulSet" and min_member > 1 and policy == "OrderedReady":
@@ -167,6 +170,9 @@ class PodGroupController(Controller):
         ctx.pods.add_index("controller-uid", lambda o: [u] if (u := _controller_uid(o)) else [])
         ctx.replicasets.add_handler(self._owner_handler("ReplicaSet"))
         ctx.statefulsets.add_handler(self._owner_handler("StatefulSet"))
+        self._unreachable: dict[str, str] = {}
+        """PodGroup key -> the MinMemberUnreachable reason last sent for it (one Warning per
+        distinct reason, however often its owner's status changes)."""
 
     @staticmethod
     def _group_of(pod: Obj) -> list[str]:
@@ -293,6 +299,8 @@ class PodGroupController(Controller):
             log.info("%s %s scaled to zero: deleted PodGroup %s", kind, key, pg_name)
             return
         if pg is not None:
+            # scaled below its min-member (or edited): say so on the PodGroup
+            self._warn_unreachable(kind, owner, pg)
             return
         for pod in ctx.pods.by_index("controller-uid", uid):
             if (
@@ -307,7 +315,26 @@ class PodGroupController(Controller):
                     ctx.podgroups.remember(created)
                     self.wrote("podgroup")
                     log.info("%s %s scaled up again: created PodGroup %s", kind, key, pg_name)
+                    self._warn_unreachable(kind, owner, created, pod)
                 return
+
+    def _warn_unreachable(self, kind: str, owner: Obj, pg: Obj, *also: Obj) -> None:
+        """A Warning MinMemberUnreachable on ``pg`` (and on ``also``) when its owner can
+        never give it minMember pods (``unreachable_min_member``): once per distinct
+        reason, and again only after the owner could fill it in between (scaled back up)."""
+        key = key_of(pg)
+        min_member = (pg.get("spec") or {}).get("minMember")
+        why = unreachable_min_member(kind, owner, min_member if isinstance(min_member, int) else 1)
+        if why == self._unreachable.get(key, ""):
+            return
+        if not why:
+            del self._unreachable[key]
+            return
+        if len(self._unreachable) >= MAX_WARNED:
+            del self._unreachable[next(iter(self._unreachable))]  # the oldest
+        self._unreachable[key] = why
+        for obj in (pg, *also):
+            self.ctx.recorder.event(obj, "MinMemberUnreachable", why, warning=True)
 
     async def _owner(self, pod: Obj) -> tuple[str, Obj] | None:
         """The pod's ReplicaSet or StatefulSet (kind, object): from the watch cache, or
@@ -355,10 +382,8 @@ class PodGroupController(Controller):
                     f"pod is ours (schedulerName {P.scheduler_name(pod)}) and has no "
                     f"{names.GROUP_NAME_ANNOTATION} annotation: created PodGroup {pg_name}",
                 )
-                why = owner and unreachable_min_member(*owner, body["spec"]["minMember"])
-                if why:
-                    for obj in (created, pod):
-                        ctx.recorder.event(obj, "MinMemberUnreachable", why, warning=True)
+                if owner:
+                    self._warn_unreachable(*owner, created, pod)
         patch = {"metadata": {"annotations": {names.GROUP_NAME_ANNOTATION: pg_name}}}
         updated = await ignore_missing(call(ctx.kube.patch_pod, ns, meta(pod).get("name"), patch))
         if updated is None:

@@ -408,7 +408,12 @@ def test_only_pyextender_lifts_its_hold(
 
 
 def _replicaset(
-    api: client.ApiClient, core: client.CoreV1Api, ns: str, name: str, replicas: int
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    ns: str,
+    name: str,
+    replicas: int,
+    annotations: dict[str, str] | None = None,
 ) -> str:
     """A ReplicaSet naming volcano and its pods, created by hand as its controller
     would (the devcluster runs no controller-manager); returns its uid."""
@@ -420,7 +425,7 @@ def _replicaset(
     rs = client.AppsV1Api(api).create_namespaced_replica_set(
         ns,
         {
-            "metadata": {"name": name},
+            "metadata": {"name": name, "annotations": annotations or {}},
             "spec": {
                 "replicas": replicas,
                 "selector": {"matchLabels": labels},
@@ -545,6 +550,42 @@ def test_a_statefulset_that_cannot_fill_its_gang_says_why(
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     assert explained.count("event Warning MinMemberUnreachable: StatefulSet db") == 2, explained
+
+
+def test_a_replicaset_scaled_below_its_min_member_says_so(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """A ReplicaSet with group-min-member 2 runs its gang of two; scaled to one replica,
+    its PodGroup can never gather two members again (a pod of it that is replaced waits
+    for ever, as with Volcano): a Warning on the PodGroup says so, once, however often
+    the ReplicaSet changes after that."""
+    ns = _adopted_namespace(core, "scaled")
+    min_member = {"scheduling.volcano.sh/group-min-member": "2"}
+    uid = _replicaset(api, core, ns, "web", 2, annotations=min_member)
+    wait_for(
+        "both replicas bound",
+        lambda: all(core.read_namespaced_pod(f"web-{i}", ns).spec.node_name for i in range(2)),
+        timeout=30,
+    )
+    group = f"podgroup-{uid}"
+    assert not [e for e in events_for(core, ns, group) if "MinMemberUnreachable" in e]
+    apps = client.AppsV1Api(api)
+    apps.patch_namespaced_replica_set("web", ns, {"spec": {"replicas": 1}})
+    warned = wait_for(
+        f"a MinMemberUnreachable event on {group}",
+        lambda: [e for e in events_for(core, ns, group) if e.startswith("MinMemberUnreachable")],
+        timeout=30,
+    )
+    assert "ReplicaSet web has 1 replicas, fewer than" in warned[0], warned
+    assert "scale it to 2 or more" in warned[0], warned
+    # more changes to the ReplicaSet (its controller writes status often): no repeats
+    for n in range(3):
+        apps.patch_namespaced_replica_set("web", ns, {"metadata": {"labels": {"edit": str(n)}}})
+    time.sleep(3)
+    evs = core.list_namespaced_event(
+        ns, field_selector=f"involvedObject.name={group},reason=MinMemberUnreachable"
+    ).items
+    assert len(evs) == 1 and (evs[0].count or 1) == 1, [(e.message, e.count) for e in evs]
 
 
 def test_webhook_validates_volcano_objects(api: client.ApiClient, installed: Release) -> None:

@@ -212,6 +212,7 @@ def test_a_min_member_its_owner_can_never_reach_is_named() -> None:
     assert why("ReplicaSet", _owner(3, "3"), 3) == ""  # a ReplicaSet makes them all at once
     assert why("ReplicaSet", _owner(2, "3"), 3) == (
         "ReplicaSet web has 2 replicas, fewer than its scheduling.volcano.sh/group-min-member"
-        " 3: its pods' PodGroup can never start"
+        " 3: its pods' PodGroup can never gather 3 members, so its pods that wait are held"
+        " for ever; scale it to 3 or more"
     )
     assert why("ReplicaSet", _owner(0, "3"), 3) == ""  # scaled to zero: its pods are leaving
