@@ -34,7 +34,7 @@ DELETED_MEMORY = 10_000
 
 NOT_IN_SNAPSHOT = (
     "pending", "pods_by_key", "node_problems", "orphaned_pods", "members", "hypernodes",
-    "deleted_uids", "pod_gone", "pod_bound", "released", "pod_released",
+    "deleted_uids", "pod_gone", "pod_bound", "released", "pod_released", "gang_whole",
 )  # fmt: skip
 """What the cycle never reads (it reads pods_by_uid, groups, queues, succeeded and the
 state): a snapshot leaves it out rather than copy it on the loop."""
@@ -79,6 +79,9 @@ class ClusterCache:
         """Called with a pod's uid when it is deleted, terminates or starts deleting."""
         self.pod_bound: list[Callable[[PodInfo], None]] = []
         """Called with a pod the watch shows bound where the cache had assumed it."""
+        self.gang_whole: list[Callable[[], None]] = []
+        """Called when a PodGroup not admitted yet (phase Pending) reaches minMember
+        pods, by its last pod's event or by its own creation: a cycle can admit it now."""
         self.released: dict[str, None] = {}
         """Uids of pods released at the gang barrier: listed in their PodGroup's
         RELEASED_ANNOTATION, or released by this replica's actions before its watch
@@ -112,6 +115,20 @@ class ClusterCache:
             self.release(released_uids(group))
             if new:
                 self._retry_members(group.key)
+                if self.gang_whole:
+                    self._note_whole(group.key)
+
+    def _note_whole(self, key: str) -> None:
+        """Tell gang_whole when PodGroup ``key``, not admitted yet, has exactly minMember
+        pods (the event that made it whole; later members do not repeat it)."""
+        group = self.groups.get(key)
+        if (
+            group is not None
+            and group.phase in ("", "Pending")
+            and self.members.count(key) == max(group.min_member, 1)
+        ):
+            for listener in self.gang_whole:
+                listener()
 
     def replace_groups(self, items: Iterable[Mapping[str, Any]]) -> None:
         fresh = {g.key: g for g in map(group_from_dict, items)}
@@ -373,7 +390,10 @@ class ClusterCache:
                 listener(pod.uid)
         group = self.group_of(pod)
         if group:
+            before = self.members.count(group)
             self.members.add(group, pod.uid)
+            if self.gang_whole and before < self.members.count(group):
+                self._note_whole(group)
         if pod.node_name:
             self.pending.pop(pod.uid, None)
             held = self.state.pods.get(pod.uid)

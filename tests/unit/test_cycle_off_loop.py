@@ -229,3 +229,51 @@ def test_an_admitted_gang_waits_until_its_members_are_bound() -> None:
     assert not sl2.something_waits()
     w2.pod("g-late", gpus=1, group="g")  # one more member, ungated, not bound yet
     assert sl2.something_waits()
+
+
+def test_a_gang_becoming_whole_is_told_once() -> None:
+    """gang_whole fires when a PodGroup not admitted yet gets its minMember-th pod (or is
+    created with its pods already there), once: not for more members, not for a repeated
+    event of a member, not for an admitted PodGroup."""
+    w = World(nodes=2, gpus=8)
+    told: list[int] = []
+    w.cache.gang_whole.append(lambda: told.append(1))
+    w.gang("a", 3, min_member=2)  # PodGroup first, then pods: the 2nd pod makes it whole
+    assert len(told) == 1
+    w.pod("a-1", group="a")  # the same member again (a MODIFIED event)
+    assert len(told) == 1
+    w.gang("b", 2, phase="Inqueue")  # admitted already: nothing to admit
+    assert len(told) == 1
+    w.pod("c-0", group="c")  # pods before their PodGroup: its creation makes it whole
+    assert len(told) == 1
+    w.gang("c", 0, min_member=1)
+    assert len(told) == 2
+
+
+def test_a_whole_gang_cuts_the_wait_for_the_next_cycle() -> None:
+    """The loop waits next_gap() between cycles (here the 1 s heartbeat: the last cycle
+    was costly); a PodGroup becoming whole meanwhile starts the next one much sooner,
+    still no sooner than the CPU-share spacing allows."""
+    w = World(nodes=2, gpus=8)
+    sl = SchedulerLoop(w.cache, lambda: load(None), Actuator.__new__(Actuator), Metrics())
+    sl.decide_cpu_s = 0.2  # next_gap() = min(1 s, 0.2 * 9) = 1 s; spacing 1.8 s
+    assert sl.next_gap() == loop_mod.HEARTBEAT_S
+
+    async def pause(woken_after: float, last_run: float) -> float:
+        async def wake_later() -> None:
+            await asyncio.sleep(woken_after)
+            w.gang("g", 2)  # the cache tells the loop
+
+        t0 = time.monotonic()
+        waker = asyncio.ensure_future(wake_later())
+        await sl._pause(last_run)
+        await waker
+        return time.monotonic() - t0
+
+    sl.decide_cpu_s = 0.002  # spacing 18 ms: the whole gang's cycle comes at once
+    assert asyncio.run(pause(0.05, last_run=0.0)) < 0.5 * loop_mod.MIN_INTERVAL_S + 0.05 + 0.03
+    # a costly last cycle, just run: the CPU-share spacing still holds the next one back
+    sl.decide_cpu_s = 0.05  # spacing 0.45 s, gap 0.45 s
+    started = time.time()
+    waited = asyncio.run(pause(0.05, last_run=started))
+    assert waited >= 0.4, waited
