@@ -75,10 +75,16 @@ core on a 2-core machine, CPU the pods being scheduled needed. Small clusters ke
 the 0.1 s cadence (their cycles cost ~1 ms)."""
 WHOLE_GANG_WAIT_S = 0.01
 """After a PodGroup became whole (ClusterCache.gang_whole), the loop waits this long
-(seconds) for others completing at the same moment, and at least the CPU-share
-spacing since the last cycle, instead of the rest of MIN_INTERVAL_S: admitting a
-complete gang is what a cycle is for, and each 0.1 s it waited was time its pods
-could not run (bench/e2e.py --stages: created -> admitted p50 0.11 s)."""
+(seconds) for others completing at the same moment, instead of the rest of
+MIN_INTERVAL_S: admitting a complete gang is what a cycle is for, and the 0.1 s it
+waited was most of a lone gang's time to start (bench/e2e.py --pods 8)."""
+WAKE_SHARE = 0.02
+"""Most of one core that cycles started early for whole gangs may take: the early
+cycle also waits C * (1 - share) / share after the last one began (C its CPU), so it
+comes early only where cycles are cheap or rare. With gangs streaming in, cycles cost
+more and the regular 0.1 s batching is kept: waking for every whole gang there
+doubled the decide thread's CPU (bench/e2e.py --shapes single, 0.8 -> 1.7 ms per pod)
+and started none of them sooner."""
 HEARTBEAT_S = 1.0
 """Longest time between two cycles: time alone changes SLA waits and reservations."""
 REMEMBER_S = 30.0
@@ -159,19 +165,23 @@ class SchedulerLoop:
 
     async def _pause(self, last_run: float) -> None:
         """next_gap(), or less once a PodGroup became whole meanwhile (or during the last
-        cycle): then only WHOLE_GANG_WAIT_S, and no sooner than the CPU-share spacing
-        after the last cycle (``last_run``, time.time()) allows."""
+        cycle): then WHOLE_GANG_WAIT_S, and no sooner than WAKE_SHARE allows after the last
+        cycle began (``last_run``, time.time()); never longer than next_gap()."""
+        gap = self.next_gap()
+        start = time.time()
         if not self._whole:
             self._waiter = asyncio.get_running_loop().create_future()
             try:
-                await asyncio.wait_for(self._waiter, self.next_gap())
+                await asyncio.wait_for(self._waiter, gap)
             except TimeoutError:
                 return
             finally:
                 self._waiter = None
         self._whole = False
-        rest = max(WHOLE_GANG_WAIT_S, last_run + self._spacing() - time.time())
-        await asyncio.sleep(min(rest, HEARTBEAT_S))
+        share = self.decide_cpu_s * (1.0 - WAKE_SHARE) / WAKE_SHARE
+        now = time.time()
+        rest = max(WHOLE_GANG_WAIT_S, last_run + share - now)
+        await asyncio.sleep(max(0.0, min(rest, start + gap - now)))
 
     def _plugins(self) -> tuple[list[list[object]], dict[str, dict[str, bool]]]:
         cfg = self.config()
