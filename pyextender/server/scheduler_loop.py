@@ -150,12 +150,12 @@ class SchedulerLoop:
 
     def next_gap(self) -> float:
         """Seconds to wait before the next cycle (see DECIDE_SHARE)."""
-        return min(HEARTBEAT_S, max(MIN_INTERVAL_S, self._spacing()))
+        return min(HEARTBEAT_S, max(MIN_INTERVAL_S, self._spacing(DECIDE_SHARE)))
 
-    def _spacing(self) -> float:
-        """The least time between cycles that keeps the decide thread within DECIDE_SHARE
-        of a core (seconds), from the last cycle's CPU."""
-        return self.decide_cpu_s * (1.0 - DECIDE_SHARE) / DECIDE_SHARE
+    def _spacing(self, share: float) -> float:
+        """The least time between cycle starts (seconds) that keeps cycles costing what
+        the last one did (decide_cpu_s) within ``share`` of a core."""
+        return self.decide_cpu_s * (1.0 - share) / share
 
     def wake(self) -> None:
         """A PodGroup became whole: cycle soon (ClusterCache.gang_whole; loop thread)."""
@@ -178,9 +178,8 @@ class SchedulerLoop:
             finally:
                 self._waiter = None
         self._whole = False
-        share = self.decide_cpu_s * (1.0 - WAKE_SHARE) / WAKE_SHARE
         now = time.time()
-        rest = max(WHOLE_GANG_WAIT_S, last_run + share - now)
+        rest = max(WHOLE_GANG_WAIT_S, last_run + self._spacing(WAKE_SHARE) - now)
         await asyncio.sleep(max(0.0, min(rest, start + gap - now)))
 
     def _plugins(self) -> tuple[list[list[object]], dict[str, dict[str, bool]]]:
