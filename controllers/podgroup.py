@@ -171,8 +171,9 @@ class PodGroupController(Controller):
         ctx.replicasets.add_handler(self._owner_handler("ReplicaSet"))
         ctx.statefulsets.add_handler(self._owner_handler("StatefulSet"))
         self._unreachable: dict[str, str] = {}
-        """PodGroup key -> the MinMemberUnreachable reason last sent for it (one Warning per
-        distinct reason, however often its owner's status changes)."""
+        """PodGroup uid -> the MinMemberUnreachable reason last sent for it (one Warning per
+        distinct reason, however often its owner's status changes). By uid: a PodGroup
+        deleted at zero replicas and made again on scale-up is a new one, told afresh."""
 
     @staticmethod
     def _group_of(pod: Obj) -> list[str]:
@@ -322,7 +323,7 @@ class PodGroupController(Controller):
         """A Warning MinMemberUnreachable on ``pg`` (and on ``also``) when its owner can
         never give it minMember pods (``unreachable_min_member``): once per distinct
         reason, and again only after the owner could fill it in between (scaled back up)."""
-        key = key_of(pg)
+        key = str(meta(pg).get("uid") or key_of(pg))
         min_member = (pg.get("spec") or {}).get("minMember")
         why = unreachable_min_member(kind, owner, min_member if isinstance(min_member, int) else 1)
         if why == self._unreachable.get(key, ""):
