@@ -6,9 +6,11 @@
    ``podgroup-<uid of the pod's controller, or of the pod>``, minMember 1 (or its
    ReplicaSet's/StatefulSet's ``scheduling.volcano.sh/group-min-member``),
    minResources that many times the pod's quota usage, and annotates the pod with
-   it. Ours: it names ``volcano`` in a namespace labelled
-   ``pyextender.io/enabled=true``, or our webhook held it (``_ours``). Such a pod
-   waits, gated, until the sidecar admits that PodGroup to its queue.
+   it (an owned pod gets that annotation from our webhook at creation: then the
+   PodGroup is created and nothing is written to the pod). Ours: it names
+   ``volcano`` in a namespace labelled ``pyextender.io/enabled=true``, or our
+   webhook held it (``_ours``). Such a pod waits, gated, until the sidecar admits
+   that PodGroup to its queue.
 3. Deletes ``podgroup-<owner uid>`` when its ReplicaSet or StatefulSet is scaled to
    zero (spec.replicas 0: the old ReplicaSet after a Deployment rollout), and
    gives the owner's pods their PodGroup again when it is scaled back up, as
@@ -35,7 +37,6 @@ BARE_POD = "pod:"
 OWNER = "owner:"
 """Key prefix of a ReplicaSet or StatefulSet: ``owner:<kind>:<namespace>/<name>``."""
 OWNER_KINDS = ("ReplicaSet", "StatefulSet")
-PODGROUP_PREFIX = "podgroup-"
 MAX_WARNED = 4096
 """PodGroups whose MinMemberUnreachable reason is remembered (oldest forgotten first)."""
 
@@ -52,9 +53,7 @@ def _replicas(owner: Obj) -> int:
 
 
 def bare_podgroup_name(pod: Obj) -> str:
-    ref = P.controller_ref(pod)
-    uid = (ref or {}).get("uid") or meta(pod).get("uid")
-    return f"{PODGROUP_PREFIX}{uid}"
+    return names.own_podgroup_name(meta(pod))
 
 
 GROUP_MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
@@ -226,12 +225,15 @@ class PodGroupController(Controller):
         )
 
     def _needs_podgroup(self, pod: Obj) -> bool:
-        return (
-            not P.group_name(pod)
-            and P.phase(pod) not in P.TERMINATED
-            and not P.deleting(pod)
-            and self._ours(pod)
-        )
+        """A pod of ours that names no PodGroup, or names the one of its own that we
+        give it (the webhook names an owned pod's at creation) before that exists."""
+        group = P.group_name(pod)
+        if group and (
+            group != bare_podgroup_name(pod)
+            or self.ctx.podgroups.get(f"{meta(pod).get('namespace')}/{group}") is not None
+        ):
+            return False
+        return P.phase(pod) not in P.TERMINATED and not P.deleting(pod) and self._ours(pod)
 
     def resync(self) -> None:
         for key in list(self.ctx.podgroups.objects):
@@ -289,7 +291,7 @@ class PodGroupController(Controller):
             return
         ns, _ = split_key(key)
         uid = str(meta(owner).get("uid") or "")
-        pg_name = f"{PODGROUP_PREFIX}{uid}"
+        pg_name = f"{names.PODGROUP_PREFIX}{uid}"
         pg = ctx.podgroups.get(f"{ns}/{pg_name}")
         if _replicas(owner) == 0:
             if pg is None or P.deleting(pg):
@@ -372,6 +374,8 @@ class PodGroupController(Controller):
         pg_name = bare_podgroup_name(pod)
         if ctx.podgroups.get(f"{ns}/{pg_name}") is None:
             owner = await self._owner(pod)
+            if owner and _replicas(owner[1]) == 0:
+                return  # its pods are on their way out (_reconcile_owner deleted its PodGroup)
             body = bare_podgroup(pod, P.annotations_of(owner[1]) if owner else {})
             created = await ignore_exists(call(ctx.kube.create, PODGROUPS, ns, body))
             if created:
@@ -385,6 +389,8 @@ class PodGroupController(Controller):
                 )
                 if owner:
                     self._warn_unreachable(*owner, created, pod)
+        if P.group_name(pod) == pg_name:
+            return  # named at creation (the webhook): nothing to write on the pod
         patch = {"metadata": {"annotations": {names.GROUP_NAME_ANNOTATION: pg_name}}}
         updated = await ignore_missing(call(ctx.kube.patch_pod, ns, meta(pod).get("name"), patch))
         if updated is None:

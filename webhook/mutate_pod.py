@@ -9,7 +9,14 @@ At creation, before any node is chosen, the webhook
   particular (empty or ``default-scheduler``), and
 - adds the scheduling gate ``pyextender.io/gang``, which the sidecar's enqueue
   action lifts on all members at once when the whole gang fits
-  (DESIGN.md §3).
+  (DESIGN.md §3), and
+- names the PodGroup of an owned pod that names none (a Deployment's or
+  StatefulSet's): ``podgroup-<owner uid>``, the one the PodGroup controller
+  creates for the owner's pods. Volcano's controller writes that annotation on
+  each pod after it is created; here it comes with the pod, so the controller
+  writes nothing to the pod, and replicas of an owner whose PodGroup exists wait
+  for no one. A bare pod without an owner is named by the controller, as before:
+  its PodGroup is named for its own uid, which the API server assigns after us.
 
 With ``Adoption.barrier`` (``--gang-barrier=scheduler``, for a kube-scheduler
 built with our framework shim) the pod gets the annotation
@@ -56,6 +63,7 @@ from pyextender.api.names import (
     GATED_BY_WEBHOOK_ANNOTATION,
     GROUP_NAME_ANNOTATION,
     SCHEDULER_NAME,
+    own_podgroup_name,
 )
 
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -103,6 +111,11 @@ class PodPlan:
     add_marker: bool = False
     barrier: bool = False
     """add_gate holds the pod with the barrier annotation, not the scheduling gate."""
+    name_group: str = ""
+    """The PodGroup to name in the pod's group-name annotation: an owned pod that names
+    none shares ``podgroup-<its owner's uid>`` (what the PodGroup controller creates
+    for it), known at creation; "" for none (a gang member names its own; a bare
+    pod's name needs the pod's uid, which the API server gives it only after us)."""
     skipped: str = ""
     """Why the pod is left as it is ("" when there is something to do)."""
 
@@ -113,6 +126,7 @@ class PodPlan:
             (("scheduler_name",) if self.set_scheduler else ())
             + ((("gang_barrier" if self.barrier else "scheduling_gate"),) if self.add_gate else ())
             + (("batch_marker",) if self.add_marker else ())
+            + (("group_name",) if self.name_group else ())
         )
 
 
@@ -140,7 +154,8 @@ def plan_pod(
         return PodPlan(skipped=f"operation {operation}: only pod creation is mutated")
     if pod is None:
         return PodPlan(skipped="no pod in the request")
-    annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    metadata = _mapping(pod.get("metadata"))
+    annotations = _mapping(metadata.get("annotations"))
     group = annotations.get(GROUP_NAME_ANNOTATION)
     spec = pod.get("spec")
     bare = not isinstance(group, str) or not group
@@ -153,6 +168,8 @@ def plan_pod(
             skipped=f"no {GROUP_NAME_ANNOTATION} annotation and schedulerName "
             f"{requested!r}: neither a gang member nor a pod of ours"
         )
+    # the owner's uid only: a uid sent in the request is not the one the pod will get
+    name_group = own_podgroup_name({**metadata, "uid": ""}) if bare else ""
     node = spec.get("nodeName")
     if node:
         return PodPlan(group=group, skipped=f"already bound to node {node}")
@@ -168,14 +185,15 @@ def plan_pod(
     # held either way already (e.g. the Job controller's pods): never held twice
     has_gate = has_gate or bool(annotations.get(BARRIER_ANNOTATION))
     add_marker = adoption.marker and not _has_marker(spec)
-    if not set_scheduler and has_gate and not add_marker:
+    if not set_scheduler and has_gate and not add_marker and not name_group:
         return PodPlan(group=group, skipped="already scheduled by us and gated")
     return PodPlan(
-        group=group,
+        group=name_group or group,
         set_scheduler=set_scheduler,
         add_gate=not has_gate,
         add_marker=add_marker,
         barrier=adoption.barrier,
+        name_group=name_group,
     )
 
 
@@ -198,20 +216,20 @@ def _marker_ops(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
     return ops
 
 
-def _annotation_ops(pod: Mapping[str, Any], keys: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Set each annotation to "true"; a pod with no annotations at all (a bare pod may
-    have none) gets the whole map in one operation."""
+def _annotation_ops(pod: Mapping[str, Any], values: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Set each annotation to its value; a pod with no annotations at all (a bare pod
+    may have none) gets the whole map in one operation."""
+    if not values:
+        return []
     if not isinstance(_mapping(pod.get("metadata")).get("annotations"), Mapping):
-        return [
-            {"op": "add", "path": "/metadata/annotations", "value": dict.fromkeys(keys, "true")}
-        ]
+        return [{"op": "add", "path": "/metadata/annotations", "value": dict(values)}]
     return [
         {
             "op": "add",
             "path": "/metadata/annotations/" + k.replace("~", "~0").replace("/", "~1"),
-            "value": "true",
+            "value": v,
         }
-        for k in keys
+        for k, v in values.items()
     ]
 
 
@@ -225,17 +243,21 @@ def pod_patch(
     """
     adoption = adoption or Adoption()
     ops: list[dict[str, Any]] = []
+    annotations: dict[str, str] = {}
     if plan.set_scheduler:
         ops.append({"op": "add", "path": "/spec/schedulerName", "value": adoption.scheduler_name})
     if plan.add_gate and plan.barrier:
-        ops.extend(_annotation_ops(pod, (BARRIER_ANNOTATION, GATED_BY_WEBHOOK_ANNOTATION)))
+        annotations.update(dict.fromkeys((BARRIER_ANNOTATION, GATED_BY_WEBHOOK_ANNOTATION), "true"))
     elif plan.add_gate:
         gate = {"name": GANG_GATE}
         if isinstance(_mapping(pod.get("spec")).get("schedulingGates"), list):
             ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": gate})
         else:
             ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [gate]})
-        ops.extend(_annotation_ops(pod, (GATED_BY_WEBHOOK_ANNOTATION,)))
+        annotations[GATED_BY_WEBHOOK_ANNOTATION] = "true"
+    if plan.name_group:
+        annotations[GROUP_NAME_ANNOTATION] = plan.name_group
+    ops.extend(_annotation_ops(pod, annotations))
     if plan.add_marker:
         ops.extend(_marker_ops(pod))
     return ops

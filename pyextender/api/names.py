@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 SCHEDULER_NAME = "volcano"
 """schedulerName of the pods we schedule (the kube-scheduler profile we serve)."""
 
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 """Volcano's pod annotation naming the PodGroup a pod belongs to."""
+
+PODGROUP_PREFIX = "podgroup-"
+"""Start of the name of the PodGroup a pod that names none is given (Volcano's):
+``podgroup-`` and the uid of the pod's controller (its ReplicaSet, StatefulSet, ...),
+so all pods of one owner share it, or of the pod itself."""
+
+
+def own_podgroup_name(metadata: Mapping[str, Any]) -> str:
+    """The PodGroup name a pod with ``metadata`` is given when it names none, or "" when
+    neither a controller owner's nor its own uid is known yet: a pod being created has
+    no uid until the API server stores it, but its owner reference carries the owner's."""
+    uid: Any = None
+    for ref in metadata.get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            uid = ref.get("uid")
+            break
+    uid = uid or metadata.get("uid")
+    return f"{PODGROUP_PREFIX}{uid}" if isinstance(uid, str) and uid else ""
+
 
 GANG_GATE = "pyextender.io/gang"
 """Scheduling gate the webhook puts on gang members; lifted by the enqueue action."""

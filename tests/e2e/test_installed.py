@@ -414,9 +414,11 @@ def _replicaset(
     name: str,
     replicas: int,
     annotations: dict[str, str] | None = None,
+    created: list[Any] | None = None,
 ) -> str:
     """A ReplicaSet naming volcano and its pods, created by hand as its controller
-    would (the devcluster runs no controller-manager); returns its uid."""
+    would (the devcluster runs no controller-manager); returns its uid. The pods as
+    their creation returned them go to ``created``."""
     labels = {"app": name}
     template = {
         "metadata": {"labels": labels},
@@ -444,7 +446,9 @@ def _replicaset(
     for i in range(replicas):
         body = pod(f"{name}-{i}", ns, cpu="1")
         body["metadata"].update(labels=labels, ownerReferences=[owner])
-        core.create_namespaced_pod(ns, body)
+        made = core.create_namespaced_pod(ns, body)
+        if created is not None:
+            created.append(made)
     return str(rs.metadata.uid)
 
 
@@ -462,6 +466,28 @@ def test_a_replicasets_bare_pods_share_one_podgroup_and_all_run(
         p.metadata.annotations[GROUP_NAME_ANNOTATION] for p in core.list_namespaced_pod(ns).items
     }
     assert groups == {f"podgroup-{uid}"}
+
+
+def test_a_replicasets_pods_name_their_podgroup_from_creation(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """The webhook names an owned pod's PodGroup (``podgroup-<owner uid>``) in the pod's
+    own creation, so the PodGroup controller only creates the PodGroup: no write to each
+    pod (Volcano's controller patches the annotation onto every pod after its creation,
+    which kept replicas from their owner's PodGroup until it landed)."""
+    ns = _adopted_namespace(core, "named")
+    created: list[Any] = []
+    uid = _replicaset(api, core, ns, "web", 2, created=created)
+    group = f"podgroup-{uid}"
+    assert [(p.metadata.annotations or {}).get(GROUP_NAME_ANNOTATION) for p in created] == [
+        group,
+        group,
+    ]
+    wait_for("both replicas bound", lambda: len(bound(core, ns)) == 2, timeout=60)
+    pg = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", ns, "podgroups", group
+    )
+    assert [r["uid"] for r in pg["metadata"]["ownerReferences"]] == [uid]
 
 
 def test_replicas_run_while_new_podgroups_keep_arriving(

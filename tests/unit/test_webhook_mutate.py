@@ -158,3 +158,84 @@ def test_a_bare_pod_is_held_at_the_barrier_with_the_framework_shim() -> None:
             },
         }
     ]
+
+
+def _owned(refs: list[dict[str, Any]], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "web-abc12", "ownerReferences": refs}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"metadata": meta, "spec": {"schedulerName": "volcano", "containers": []}}
+
+
+RS = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-1"}
+
+
+def test_an_owned_pod_is_given_its_owners_podgroup_at_creation() -> None:
+    """A ReplicaSet's pod names podgroup-<the ReplicaSet's uid>, the PodGroup the
+    controller makes for the owner's pods, in the same patch as its gate: the controller
+    then writes nothing to it."""
+    doc = _owned([{**RS, "controller": True}], {"app": "web"})
+    plan = plan_pod(doc, "CREATE")
+    assert plan.group == "podgroup-rs-1" and plan.name_group == "podgroup-rs-1"
+    assert plan.changes == ("scheduling_gate", "group_name")
+    assert pod_patch(doc, plan) == [
+        GATE_LIST,
+        GATED_BY,
+        {
+            "op": "add",
+            "path": "/metadata/annotations/scheduling.k8s.io~1group-name",
+            "value": "podgroup-rs-1",
+        },
+    ]
+
+
+def test_an_owned_pod_without_annotations_gets_them_in_one_map() -> None:
+    adoption = Adoption(barrier=True)
+    doc = _owned([{**RS, "controller": True}])
+    plan = plan_pod(doc, "CREATE", adoption)
+    assert pod_patch(doc, plan, adoption) == [
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {
+                "pyextender.io/gang-barrier": "true",
+                "pyextender.io/gated-by-webhook": "true",
+                GROUP_NAME_ANNOTATION: "podgroup-rs-1",
+            },
+        }
+    ]
+
+
+def test_an_owned_pod_already_gated_is_still_named() -> None:
+    doc = _owned([{**RS, "controller": True}], {})
+    doc["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
+    plan = plan_pod(doc, "CREATE")
+    assert plan.changes == ("group_name",)
+    assert pod_patch(doc, plan) == [
+        {
+            "op": "add",
+            "path": "/metadata/annotations/scheduling.k8s.io~1group-name",
+            "value": "podgroup-rs-1",
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        _owned([{**RS, "controller": False}]),  # an owner, but not the controller
+        _owned([]),
+        {  # a uid in the request: the API server gives the pod another
+            "metadata": {"name": "p", "uid": "sent-by-client"},
+            "spec": {"schedulerName": "volcano", "containers": []},
+        },
+        _owned([{**RS, "controller": True}], {GROUP_NAME_ANNOTATION: "train"}),  # a member
+    ],
+    ids=["non-controller owner", "no owner", "uid in the request", "names its PodGroup"],
+)
+def test_a_pod_whose_podgroup_name_is_not_known_at_creation_is_not_named(
+    doc: dict[str, Any],
+) -> None:
+    plan = plan_pod(doc, "CREATE")
+    assert plan.name_group == "" and "group_name" not in plan.changes
+    assert GROUP_NAME_ANNOTATION.replace("/", "~1") not in str(pod_patch(doc, plan))
