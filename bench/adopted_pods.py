@@ -182,6 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the three phases")
     ap.add_argument("--settle", type=float, default=8.0, help="seconds after the last bind counted")
     ap.add_argument("--name", default="adoptedbench", help="devcluster name")
+    ap.add_argument(
+        "--controller-workers",
+        type=int,
+        default=0,
+        help="the controllers' --workers (concurrent reconciles per controller); "
+        "0 = their default",
+    )
     args = ap.parse_args(argv)
     cluster = Cluster(args.name)
     if cluster.state is not None:
@@ -191,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster.start_sidecar()
         cluster.wait_sidecar_ready()
-        enable_controllers(cluster)
+        workers = [f"--workers={args.controller_workers}"] if args.controller_workers else []
+        enable_controllers(cluster, extra=workers)
         enable_webhook(cluster)
         cfg = client.Configuration()
         config.load_kube_config(config_file=st.kubeconfig, client_configuration=cfg)

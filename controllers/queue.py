@@ -40,6 +40,16 @@ _STATE_REASONS = {"Open": "QueueOpened", "Closing": "QueueClosing", "Closed": "Q
 by an OpenQueue/CloseQueue request has the action as its reason, as Volcano records."""
 
 
+def _only_status_changed(old: Obj, new: Obj) -> bool:
+    """Whether ``old`` and ``new`` differ in status alone: same spec, labels, annotations."""
+    o, n = meta(old), meta(new)
+    return (
+        old.get("spec") == new.get("spec")
+        and o.get("labels") == n.get("labels")
+        and o.get("annotations") == n.get("annotations")
+    )
+
+
 class QueueController(Controller):
     name = "queue"
 
@@ -60,7 +70,14 @@ class QueueController(Controller):
 
     def _on_queue(self, key: str, old: Obj | None, new: Obj | None) -> None:
         if new is not None:
-            self.queue.add(key)
+            if old is not None and _only_status_changed(old, new):
+                # the echo of our own status write (or someone else's status): the
+                # status it may have to correct is rewritten at the window, as for a
+                # PodGroup change; at once, each write's echo asked for the next and
+                # the window never held while PodGroups kept changing
+                self.queue.add_coalesced(key, STATUS_WINDOW_S)
+            else:
+                self.queue.add(key)
         if queue_status.state_of(old) != queue_status.state_of(new):
             # children follow their parent's state (a child created under a closed
             # parent, or a status written by someone else)
