@@ -186,8 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         "--controller-workers",
         type=int,
         default=0,
-        help="the controllers' --workers (concurrent reconciles per controller); "
-        "0 = their default",
+        help="the controllers' --workers (concurrent reconciles per controller); 0 = their default",
     )
     args = ap.parse_args(argv)
     cluster = Cluster(args.name)

@@ -143,21 +143,20 @@ def test_a_bare_pod_without_annotations_gets_the_map() -> None:
     ]
 
 
+BARRIER_MARKS = {"pyextender.io/gang-barrier": "true", "pyextender.io/gated-by-webhook": "true"}
+
+
+def _whole_map(values: dict[str, str]) -> list[dict[str, Any]]:
+    """The patch of a pod that had no annotations: the whole map in one operation."""
+    return [{"op": "add", "path": "/metadata/annotations", "value": values}]
+
+
 def test_a_bare_pod_is_held_at_the_barrier_with_the_framework_shim() -> None:
     doc = {"metadata": {"name": "p"}, "spec": {"schedulerName": "volcano", "containers": []}}
     adoption = Adoption(barrier=True)
     plan = plan_pod(doc, "CREATE", adoption)
     assert plan.changes == ("gang_barrier",)
-    assert pod_patch(doc, plan, adoption) == [
-        {
-            "op": "add",
-            "path": "/metadata/annotations",
-            "value": {
-                "pyextender.io/gang-barrier": "true",
-                "pyextender.io/gated-by-webhook": "true",
-            },
-        }
-    ]
+    assert pod_patch(doc, plan, adoption) == _whole_map(BARRIER_MARKS)
 
 
 def _owned(refs: list[dict[str, Any]], annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -193,17 +192,9 @@ def test_an_owned_pod_without_annotations_gets_them_in_one_map() -> None:
     adoption = Adoption(barrier=True)
     doc = _owned([{**RS, "controller": True}])
     plan = plan_pod(doc, "CREATE", adoption)
-    assert pod_patch(doc, plan, adoption) == [
-        {
-            "op": "add",
-            "path": "/metadata/annotations",
-            "value": {
-                "pyextender.io/gang-barrier": "true",
-                "pyextender.io/gated-by-webhook": "true",
-                GROUP_NAME_ANNOTATION: "podgroup-rs-1",
-            },
-        }
-    ]
+    assert pod_patch(doc, plan, adoption) == _whole_map(
+        {**BARRIER_MARKS, GROUP_NAME_ANNOTATION: "podgroup-rs-1"}
+    )
 
 
 def test_an_owned_pod_already_gated_is_still_named() -> None:
