@@ -168,8 +168,6 @@ def plan_pod(
             skipped=f"no {GROUP_NAME_ANNOTATION} annotation and schedulerName "
             f"{requested!r}: neither a gang member nor a pod of ours"
         )
-    # the owner's uid only: a uid sent in the request is not the one the pod will get
-    name_group = own_podgroup_name({**metadata, "uid": ""}) if bare else ""
     node = spec.get("nodeName")
     if node:
         return PodPlan(group=group, skipped=f"already bound to node {node}")
@@ -185,6 +183,8 @@ def plan_pod(
     # held either way already (e.g. the Job controller's pods): never held twice
     has_gate = has_gate or bool(annotations.get(BARRIER_ANNOTATION))
     add_marker = adoption.marker and not _has_marker(spec)
+    # the owner's uid only: a uid sent in the request is not the one the pod will get
+    name_group = own_podgroup_name({**metadata, "uid": ""}) if bare else ""
     if not set_scheduler and has_gate and not add_marker and not name_group:
         return PodPlan(group=group, skipped="already scheduled by us and gated")
     return PodPlan(
