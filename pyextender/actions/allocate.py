@@ -36,6 +36,7 @@ configured).
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -77,7 +78,12 @@ def allocate(
     """Minimums, holds, extras (see the module docstring)."""
     lifted = _lift_minimums(ssn, decisions, backfill, relifted)
     _hold_assembling(ssn, decisions, backfill, lifted)
-    allocate_elastic(ssn, decisions, backfill, NEWCOMER_GRACE_S if _newcomers(ssn) else 0.0)
+    newest = _newest_group(ssn)
+    grace = NEWCOMER_GRACE_S if 0 <= ssn.now - newest < NEWCOMER_GRACE_S else 0.0
+    allocate_elastic(ssn, decisions, backfill, grace)
+    if decisions.held_until < math.inf:
+        # the hold also ends when the newest PodGroup is grace-old, whichever is first
+        decisions.held_until = min(decisions.held_until, newest + NEWCOMER_GRACE_S)
 
 
 NEWCOMER_GRACE_S = 3.0
@@ -90,11 +96,13 @@ turn whatever arrives: on a cluster where new PodGroups keep coming less than th
 apart, extras would otherwise wait for ever."""
 
 
-def _newcomers(ssn: Session) -> bool:
-    """A PodGroup was created moments ago: its minimum, or a sibling's, comes first."""
-    return any(
-        j.group is not None and 0 <= ssn.now - j.created < NEWCOMER_GRACE_S
-        for j in ssn.jobs.values()
+def _newest_group(ssn: Session) -> float:
+    """Creation time (epoch seconds) of the newest PodGroup not from the future (a
+    clock skewed ahead must not hold extras back); -inf when there is none. Created
+    less than NEWCOMER_GRACE_S ago, its minimum, or a sibling's, comes first."""
+    return max(
+        (j.created for j in ssn.jobs.values() if j.group is not None and j.created <= ssn.now),
+        default=-math.inf,
     )
 
 
@@ -224,7 +232,8 @@ def allocate_elastic(
     resources = ssn.state.resources
     while extras:
         job = min((ssn.jobs[k] for k in extras), key=functools.cmp_to_key(ssn.job_compare))
-        if min_age_s > 0 and timestamp(extras[job.key][0].pod.created) > born_by:
+        if min_age_s > 0 and (born := timestamp(extras[job.key][0].pod.created)) > born_by:
+            decisions.held_until = born + min_age_s
             break
         task = extras[job.key].pop(0)
         if not ssn.allocatable(job, task.request):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from pyextender.cache.reservations import Reservation
@@ -38,3 +39,7 @@ class Decisions:
     """Jobs that passed the queue checks but did not fit: preempt/reclaim/reserve targets."""
     evictions: list[Eviction] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
+    held_until: float = math.inf
+    """When (epoch seconds) the newcomer grace stops holding the extras it held back
+    this cycle (allocate's walk stopped at a member too young); inf when it held none.
+    The loop cycles again then, not a whole gap later."""

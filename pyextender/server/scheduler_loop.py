@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
 import time
@@ -89,6 +90,9 @@ HEARTBEAT_S = 1.0
 """Longest time between two cycles: time alone changes SLA waits and reservations."""
 REMEMBER_S = 30.0
 """How long our own writes override what the watch has not shown yet."""
+HOLD_END_SLACK_S = 0.01
+"""The cycle after a newcomer hold comes this long (seconds) after the hold ends
+(Decisions.held_until), so that the members it held are old enough in that cycle."""
 
 
 def _release_off_loop(garbage: list[object]) -> None:
@@ -144,6 +148,9 @@ class SchedulerLoop:
         self._waiter: asyncio.Future[None] | None = None
         """What _pause waits on while it waits (wake() ends it)."""
         cache.gang_whole.append(self.wake)
+        self.held_until = math.inf
+        """When the newcomer hold of the last cycle ends (Decisions.held_until): the
+        next cycle comes then if no change or heartbeat brings it sooner."""
         self.cycles = 0
         self.decide_cpu_s = 0.0
         """CPU seconds the last cycle's session and actions took (the decide thread's)."""
@@ -166,9 +173,13 @@ class SchedulerLoop:
     async def _pause(self, last_run: float) -> None:
         """next_gap(), or less once a PodGroup became whole meanwhile (or during the last
         cycle): then WHOLE_GANG_WAIT_S, and no sooner than WAKE_SHARE allows after the last
-        cycle began (``last_run``, time.time()); never longer than next_gap()."""
+        cycle began (``last_run``, time.time()); never longer than next_gap(), nor past
+        the end of the last cycle's newcomer hold (but MIN_INTERVAL_S after it began)."""
         gap = self.next_gap()
         start = time.time()
+        if self.held_until < math.inf:
+            due = max(self.held_until + HOLD_END_SLACK_S, last_run + MIN_INTERVAL_S)
+            gap = max(0.0, min(gap, due - start))
         if not self._whole:
             self._waiter = asyncio.get_running_loop().create_future()
             try:
@@ -297,13 +308,14 @@ class SchedulerLoop:
         return any(p.gates or p.group_name for p in cache.pending.values())
 
     def should_cycle(self, now: float, version: int, last_run: float, idle: bool) -> bool:
-        """On a change (at most every next_gap()), and at least every HEARTBEAT_S.
+        """On a change (at most every next_gap()), at least every HEARTBEAT_S, and once
+        the last cycle's newcomer hold ends (held_until), change or not.
         ``idle``: the last cycle found nothing waiting (something_waits). Then
         changes alone do not start cycles until something waits again: a cluster
         of lone pods binding used to run a whole session every 0.1 s for nothing
         (a fifth of the sidecar's CPU in bench/e2e's plain phase at 1,200 pods). The first cycle
         after the last wait ends still runs, so what became ready is seen at once."""
-        if now - last_run >= HEARTBEAT_S:
+        if now - last_run >= HEARTBEAT_S or now >= self.held_until:
             return True
         if self.cache.version == version:
             return False
@@ -339,6 +351,7 @@ class SchedulerLoop:
             DECIDE_THREAD, self.decide, now, snap, overrides
         )
         self._adopt(ssn, decisions, snap)
+        self.held_until = decisions.held_until
         t1 = time.perf_counter()
         self.cycles += 1
         # our own writes in flight: never repeated by the cycles that overlap them

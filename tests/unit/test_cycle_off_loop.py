@@ -5,6 +5,7 @@ while the loop applies watch events to the live cache."""
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 import time
@@ -283,3 +284,34 @@ def test_a_whole_gang_cuts_the_wait_for_the_next_cycle() -> None:
     sl.decide_cpu_s = 0.02
     waited = asyncio.run(pause(0.0, last_run=time.time()))
     assert waited >= 0.95 * sl.next_gap(), waited
+
+
+def test_the_cycle_after_a_newcomer_hold_comes_when_the_hold_ends() -> None:
+    """A cycle that held extras back for the newcomer grace (Decisions.held_until) is
+    followed by one just after the hold ends, not a whole gap later, and that one runs
+    though nothing changed; never sooner than MIN_INTERVAL_S after the last began."""
+    w = World(nodes=2, gpus=8)
+    sl = SchedulerLoop(w.cache, lambda: load(None), Actuator.__new__(Actuator), Metrics())
+    sl.decide_cpu_s = 0.2  # next_gap() = the 1 s heartbeat
+    assert sl.held_until == math.inf
+
+    def paused(last_run: float) -> float:
+        t0 = time.monotonic()
+        asyncio.run(sl._pause(last_run))
+        return time.monotonic() - t0
+
+    now = time.time()
+    sl.held_until = now + 0.3
+    waited = paused(last_run=now)
+    assert 0.3 <= waited < 0.6, waited
+    v = w.cache.version
+    assert not sl.should_cycle(now + 0.2, v, now, idle=True), "before the hold's end"
+    assert sl.should_cycle(now + 0.31, v, now, idle=True), "at its end, with no change"
+    # a hold that ended already: the next cycle still keeps the minimum spacing
+    now = time.time()
+    sl.held_until = now - 5
+    waited = paused(last_run=now)
+    assert 0.09 <= waited < 0.4, waited
+    sl.held_until = math.inf
+    now = time.time()
+    assert paused(last_run=now) >= 0.95 * loop_mod.HEARTBEAT_S

@@ -9,6 +9,7 @@ plugins/gang/gang.go (JobValid: minMember pods exist).
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Any
 
 import numpy as np
@@ -217,10 +218,13 @@ def test_new_podgroups_arriving_without_pause_do_not_starve_extras() -> None:
     w.pod("a-4", gpus=1, group="a", gated=True, created=young)
     d = w.cycle(now=NOW)
     assert sorted(t.pod.name for t in d.lift) == ["a-2", "a-3"]  # a-4 is a second old
+    # held until a-4 (and the newest PodGroup, "bare") is grace-old: the loop's next cycle
+    assert d.held_until == NOW - 1 + NEWCOMER_GRACE_S
     # another PodGroup a second before the next cycle: a-4 has waited the grace out
     bare_pod_created("bare2", NOW + NEWCOMER_GRACE_S - 1)
     d = w.cycle(now=NOW + NEWCOMER_GRACE_S)
     assert sorted(t.pod.name for t in d.lift) == ["a-2", "a-3", "a-4"]
+    assert d.held_until == math.inf, "nothing held back: no early cycle"
 
 
 def test_old_extras_do_not_jump_ahead_of_a_newcomers_in_job_order() -> None:
@@ -244,6 +248,7 @@ def test_old_extras_do_not_jump_ahead_of_a_newcomers_in_job_order() -> None:
         w.pod(f"y-{i}", gpus=2, group="y", gated=True, created=young)
     d = w.cycle(now=NOW)
     assert [t.pod.name for t in d.lift] == ["y-0"]
+    assert d.held_until == NOW - 1 + NEWCOMER_GRACE_S
     d = w.cycle(now=NOW + NEWCOMER_GRACE_S)
     assert [t.pod.name for t in d.lift] == ["y-0", "y-1", "y-2", "x-4"]
 
