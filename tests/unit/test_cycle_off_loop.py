@@ -303,7 +303,7 @@ def test_the_cycle_after_a_newcomer_hold_comes_when_the_hold_ends() -> None:
     now = time.time()
     sl.held_until = now + 0.3
     waited = paused(last_run=now)
-    assert 0.3 <= waited < 0.6, waited
+    assert 0.3 <= waited < 0.8, waited
     v = w.cache.version
     assert not sl.should_cycle(now + 0.2, v, now, idle=True), "before the hold's end"
     assert sl.should_cycle(now + 0.31, v, now, idle=True), "at its end, with no change"
@@ -311,7 +311,7 @@ def test_the_cycle_after_a_newcomer_hold_comes_when_the_hold_ends() -> None:
     now = time.time()
     sl.held_until = now - 5
     waited = paused(last_run=now)
-    assert 0.09 <= waited < 0.4, waited
+    assert 0.09 <= waited < 0.8, waited
     sl.held_until = math.inf
     now = time.time()
     assert paused(last_run=now) >= 0.95 * loop_mod.HEARTBEAT_S
