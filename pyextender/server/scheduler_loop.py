@@ -179,7 +179,9 @@ class SchedulerLoop:
         start = time.time()
         if self.held_until < math.inf:
             due = max(self.held_until + HOLD_END_SLACK_S, last_run + MIN_INTERVAL_S)
-            gap = max(0.0, min(gap, due - start))
+            # a hold over already and not cycled for (the cache was not synced) is
+            # retried every MIN_INTERVAL_S, not in a busy loop
+            gap = min(gap, due - start if due > start else MIN_INTERVAL_S)
         if not self._whole:
             self._waiter = asyncio.get_running_loop().create_future()
             try:

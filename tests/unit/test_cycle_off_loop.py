@@ -312,6 +312,11 @@ def test_the_cycle_after_a_newcomer_hold_comes_when_the_hold_ends() -> None:
     sl.held_until = now - 5
     waited = paused(last_run=now)
     assert 0.09 <= waited < 0.8, waited
+    # over, and no cycle since (the cache was not synced): retried at that spacing, not
+    # at once again and again
+    sl.held_until = now - 5
+    waited = paused(last_run=now - 10)
+    assert 0.09 <= waited < 0.8, waited
     sl.held_until = math.inf
     now = time.time()
     assert paused(last_run=now) >= 0.95 * loop_mod.HEARTBEAT_S
