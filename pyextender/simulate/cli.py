@@ -72,6 +72,7 @@ POLICY_NAMES = (
     "pyextender",
     "pyextender-known",
     "fgd",
+    "fgd-online",
     "random",
     "dotprod",
     "gpu-packing",
@@ -208,19 +209,14 @@ def run(args: argparse.Namespace) -> int:
         w: {n: summarise(sorted(runs, key=lambda r: r.seed)) for n, runs in by.items()}
         for w, by in results.items()
     }
-    from pyextender.simulate.report import OURS, print_table
+    from pyextender.simulate.report import ONLINE_FGD, print_table
 
-    # ours against our FGD replay seed by seed (the same arrivals)
-    fgd_paired = {
-        w: paired(by[OURS], by["fgd"]) for w, by in results.items() if OURS in by and "fgd" in by
-    }
-    fgd_paired = {w: row for w, row in fgd_paired.items() if row["seeds"]}
-    for w, row in fgd_paired.items():
-        # no interval with one seed: left out of the JSON line (NaN is not JSON)
-        summary[w][OURS].update(
-            {f"vs_fgd_{k}": v for k, v in row.items() if k != "seeds" and not math.isnan(v)}
-        )
-    print_table(summary, fgd_paired)
+    # ours against each FGD replay seed by seed (the same arrivals)
+    fgd_paired, online_paired = (
+        _paired_with(results, summary, base, prefix)
+        for base, prefix in (("fgd", "vs_fgd_"), (ONLINE_FGD, "vs_fgd_online_"))
+    )
+    print_table(summary, fgd_paired, online_paired)
     if args.plot:
         from pyextender.simulate.plot import plot_workload
 
@@ -231,3 +227,23 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {out}")
     print(json.dumps(summary))
     return 0
+
+
+def _paired_with(
+    results: dict[str, dict[str, list[Run]]],
+    summary: dict[str, dict[str, dict[str, float]]],
+    base: str,
+    prefix: str,
+) -> dict[str, dict[str, float]]:
+    """Ours minus ``base`` seed by seed per workload where both ran (``runs.paired``),
+    also added to ours' summary under ``prefix``."""
+    from pyextender.simulate.report import OURS
+
+    out = {w: paired(by[OURS], by[base]) for w, by in results.items() if OURS in by and base in by}
+    out = {w: row for w, row in out.items() if row["seeds"]}
+    for w, row in out.items():
+        # no interval with one seed: left out of the JSON line (NaN is not JSON)
+        summary[w][OURS].update(
+            {f"{prefix}{k}": v for k, v in row.items() if k != "seeds" and not math.isnan(v)}
+        )
+    return out

@@ -102,6 +102,16 @@ POLICIES: dict[str, Policy] = {
         ),
         Policy("fgd", _fgd, "the paper's FGD: integer scores, GPU by top score"),
         Policy(
+            "fgd-online",
+            _fgd,
+            # FGD as it could run in a cluster: the protocol's classes are the pod list
+            # being replayed, so `fgd` knows the exact mix of the pods still to come,
+            # which no scheduler does; this one learns them as the sidecar does
+            "the paper's FGD with the sidecar's online class model, not the whole trace's",
+            learns_classes=True,
+            learns_at="bind",
+        ),
+        Policy(
             "random",
             lambda seed: (_profile((RandomScore(seed), 1.0)), _random_gpu(seed)),
             "a uniform feasible node and a uniform fitting GPU",

@@ -40,6 +40,9 @@ PUBLISHED: dict[str, dict[str, tuple[float, float]]] = {
 
 OURS = "pyextender"
 
+ONLINE_FGD = "fgd-online"
+"""FGD told only what the sidecar knows (policies.py): the baseline with the same information."""
+
 
 def _seeds_hint(pair: dict[str, float], n: int) -> str:
     """For a verdict within noise at alloc@100: about how many seeds would tell a
@@ -58,6 +61,7 @@ def _cell(mean: float, sd: float) -> str:
 def print_table(
     summary: dict[str, dict[str, dict[str, float]]],
     fgd_paired: dict[str, dict[str, float]] | None = None,
+    online_paired: dict[str, dict[str, float]] | None = None,
 ) -> None:
     """One block per workload (mean ± sd over seeds), then ours against published FGD."""
     head = (
@@ -78,11 +82,13 @@ def print_table(
                 f"{_cell(row['frag_ratio_at_80'], row['frag_ratio_at_80_sd']):>14} {ref:>16}"
             )
         print()
-    verdicts = compare_to_fgd(summary, fgd_paired)
+    verdicts = compare_to_fgd(summary, fgd_paired, online_paired)
     if verdicts:
         print(f"{OURS} against FGD, alloc@100 / alloc@130: the paper's numbers (means of its")
         print("seeds), and our FGD replay seed by seed on the same arrivals, mean difference")
-        print('± its 95 % interval; "within noise" when that interval holds 0:')
+        print('± its 95 % interval; "within noise" when that interval holds 0. FGD is told')
+        print("the classes of the pod list being replayed, the exact mix of the pods to come;")
+        print(f"{ONLINE_FGD} learns them online from the pods placed, as {OURS} does:")
         for line in verdicts:
             print("\n".join("  " + part.rstrip() for part in line.split("\n")))
 
@@ -90,10 +96,12 @@ def print_table(
 def compare_to_fgd(
     summary: dict[str, dict[str, dict[str, float]]],
     fgd_paired: dict[str, dict[str, float]] | None = None,
+    online_paired: dict[str, dict[str, float]] | None = None,
 ) -> list[str]:
     """One line per workload where ours ran: Δ pp at @100 and @130 vs the paper's FGD,
     and vs our FGD replay: seed by seed with a 95 % interval when ``fgd_paired`` has
-    the workload (``runs.paired``), else the difference of the means."""
+    the workload (``runs.paired``), else the difference of the means; then, seed by
+    seed, vs FGD learning its classes online when ``online_paired`` has the workload."""
     lines = []
     for workload, policies in summary.items():
         ours = policies.get(OURS)
@@ -109,30 +117,34 @@ def compare_to_fgd(
         pair = (fgd_paired or {}).get(workload)
         fgd = policies.get("fgd")
         if pair:
-            n = int(pair["seeds"])
-            cells = [
-                f"{pair[k]:+.2f} ± {pair[k + '_ci95']:.2f}"
-                if not math.isnan(pair[k + "_ci95"])
-                else f"{pair[k]:+.2f}"
-                for k in ("alloc_at_100", "alloc_at_130")
-            ]
-            ahead = " and ".join(
-                f"{int(pair[k + '_ahead'])}/{n}" for k in ("alloc_at_100", "alloc_at_130")
-            )
-            said = " / ".join(
-                verdict(pair[k], pair[k + "_ci95"]) for k in ("alloc_at_100", "alloc_at_130")
-            )
-            parts.append(
-                f"vs our FGD replay {cells[0]} / {cells[1]} pp, ahead on {ahead} seeds: {said}"
-                + _seeds_hint(pair, n)
-            )
+            parts.append(_paired_part("vs our FGD replay", pair))
         elif fgd:
             d100 = ours["alloc_at_100"] - fgd["alloc_at_100"]
             d130 = ours["alloc_at_130"] - fgd["alloc_at_130"]
             parts.append(
                 f"vs our FGD replay {d100:+.2f} / {d130:+.2f} pp (means; not the same seeds)"
             )
+        online = (online_paired or {}).get(workload)
+        if online:
+            parts.append(_paired_part(f"vs {ONLINE_FGD}", online))
         # one comparison per line, the later ones under the first (after the name)
         first, rest = "  ".join(parts[:2]), parts[2:]
         lines.append("\n".join([first] + [" " * 14 + r for r in rest]))
     return lines
+
+
+def _paired_part(label: str, pair: dict[str, float]) -> str:
+    """``label`` and a seed-by-seed comparison (``runs.paired``): mean ± 95 % at @100 /
+    @130, the seeds ours is ahead on, and the verdicts."""
+    n = int(pair["seeds"])
+    cells = [
+        f"{pair[k]:+.2f} ± {pair[k + '_ci95']:.2f}"
+        if not math.isnan(pair[k + "_ci95"])
+        else f"{pair[k]:+.2f}"
+        for k in ("alloc_at_100", "alloc_at_130")
+    ]
+    ahead = " and ".join(f"{int(pair[k + '_ahead'])}/{n}" for k in ("alloc_at_100", "alloc_at_130"))
+    said = " / ".join(verdict(pair[k], pair[k + "_ci95"]) for k in ("alloc_at_100", "alloc_at_130"))
+    return f"{label} {cells[0]} / {cells[1]} pp, ahead on {ahead} seeds: {said}" + _seeds_hint(
+        pair, n
+    )

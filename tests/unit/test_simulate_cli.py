@@ -131,3 +131,23 @@ def test_how_many_seeds_would_tell_a_difference_within_noise() -> None:
     clear = paired([_run("pyextender", 42 + i, b + 0.1) for i, b in enumerate(base)], fgd)
     (line,) = compare_to_fgd(summary, {"gpushare40": clear})
     assert "would tell" not in line
+
+
+def test_ours_against_fgd_learning_online_on_a_line_of_its_own() -> None:
+    base = [93.0, 94.0, 95.0, 93.5]
+    ours = [_run("pyextender", 42 + i, b + 0.1) for i, b in enumerate(base)]
+    fgd = [_run("fgd", 42 + i, b + 0.2) for i, b in enumerate(base)]
+    online = [_run("fgd-online", 42 + i, b - 0.1 * (i % 2)) for i, b in enumerate(base)]
+    runs = {"pyextender": ours, "fgd": fgd, "fgd-online": online}
+    summary = {"gpushare40": {n: summarise(r) for n, r in runs.items()}}
+    pairs = {"gpushare40": paired(ours, fgd)}, {"gpushare40": paired(ours, online)}
+    (line,) = compare_to_fgd(summary, *pairs)
+    first, second, third = line.split("\n")
+    assert first.startswith("gpushare40") and "vs paper FGD" in first
+    assert "vs our FGD replay -0.10" in second and second.endswith("behind / behind")
+    # +0.1, +0.2, +0.1, +0.2: mean 0.15 (sd 0.058, t(3) 3.182: ± 0.09), ahead on every seed
+    assert third.strip().startswith("vs fgd-online +0.15 ± 0.09 / +0.15 ± 0.09 pp")
+    assert "ahead on 4/4 and 4/4 seeds: ahead / ahead" in third
+    # without online runs, no such line
+    (line,) = compare_to_fgd(summary, pairs[0])
+    assert "fgd-online" not in line

@@ -134,8 +134,8 @@ def test_tiny_replay_places_what_fits() -> None:
     nodes = [NodeRow(f"n{i}", 32_000, 65536, 2, "T4") for i in range(3)]
     pods = [_pod("a", 1, 1000), _pod("b", 1, 500), _pod("c", 1, 500), _pod("d", 2, 1000),
             _pod("e", 0, 0)]  # fmt: skip
-    for name in ("pyextender", "pyextender-known", "fgd", "best-fit", "random", "gpu-packing",
-                 "volcano-binpack"):  # fmt: skip
+    for name in ("pyextender", "pyextender-known", "fgd", "fgd-online", "best-fit", "random",
+                 "gpu-packing", "volcano-binpack"):  # fmt: skip
         res = replay(nodes, pods, pods, POLICIES[name], 42, time.perf_counter)
         assert res.placed == 5, name
 
@@ -180,7 +180,8 @@ def test_ours_never_sees_the_protocol_classes(monkeypatch: pytest.MonkeyPatch) -
     replay_module.replay(nodes, pods, pods, POLICIES["pyextender"], 42, time.perf_counter)
     replay_module.replay(nodes, pods, pods, POLICIES["fgd"], 42, time.perf_counter)
     replay_module.replay(nodes, pods, pods, POLICIES["pyextender-known"], 42, time.perf_counter)
-    ours, fgd, known = seen
+    replay_module.replay(nodes, pods, pods, POLICIES["fgd-online"], 42, time.perf_counter)
+    ours, fgd, known, online = seen
     # ours learns as the sidecar does, from the pods bound (c never is); the
     # protocol's classes (the whole trace's) are only for the metric
     assert ours.gpu.fixed_classes is None and ours.gpu.learned.counts.total() == 2
@@ -188,6 +189,9 @@ def test_ours_never_sees_the_protocol_classes(monkeypatch: pytest.MonkeyPatch) -
     assert fgd.gpu.fixed_classes is not None
     # the diagnostic variant: our scoring, told the protocol's classes as FGD is
     assert known.gpu.fixed_classes is not None and known.gpu.learned.counts.total() == 0
+    # FGD's scoring with only what the sidecar knows: it learns as ours does
+    assert online.gpu.fixed_classes is None and online.gpu.learned.counts.total() == 2
+    assert online.gpu.learn_on_bind
 
 
 def test_gpu_spec_limits_a_pod_to_the_models_it_accepts() -> None:
