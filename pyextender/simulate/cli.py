@@ -209,14 +209,19 @@ def run(args: argparse.Namespace) -> int:
         w: {n: summarise(sorted(runs, key=lambda r: r.seed)) for n, runs in by.items()}
         for w, by in results.items()
     }
-    from pyextender.simulate.report import ONLINE_FGD, print_table
+    from pyextender.simulate.report import KNOWN, ONLINE_FGD, OURS, print_table
 
-    # ours against each FGD replay seed by seed (the same arrivals)
-    fgd_paired, online_paired = (
-        _paired_with(results, summary, base, prefix)
-        for base, prefix in (("fgd", "vs_fgd_"), (ONLINE_FGD, "vs_fgd_online_"))
+    # ours against each FGD replay seed by seed (the same arrivals), and the
+    # diagnostic (our scoring told FGD's classes) against FGD
+    fgd_paired, online_paired, known_paired = (
+        _paired_with(results, summary, policy, base, prefix)
+        for policy, base, prefix in (
+            (OURS, "fgd", "vs_fgd_"),
+            (OURS, ONLINE_FGD, "vs_fgd_online_"),
+            (KNOWN, "fgd", "vs_fgd_"),
+        )
     )
-    print_table(summary, fgd_paired, online_paired)
+    print_table(summary, fgd_paired, online_paired, known_paired)
     if args.plot:
         from pyextender.simulate.plot import plot_workload
 
@@ -232,18 +237,19 @@ def run(args: argparse.Namespace) -> int:
 def _paired_with(
     results: dict[str, dict[str, list[Run]]],
     summary: dict[str, dict[str, dict[str, float]]],
+    policy: str,
     base: str,
     prefix: str,
 ) -> dict[str, dict[str, float]]:
-    """Ours minus ``base`` seed by seed per workload where both ran (``runs.paired``),
-    also added to ours' summary under ``prefix``."""
-    from pyextender.simulate.report import OURS
-
-    out = {w: paired(by[OURS], by[base]) for w, by in results.items() if OURS in by and base in by}
+    """``policy`` minus ``base`` seed by seed per workload where both ran
+    (``runs.paired``), also added to ``policy``'s summary under ``prefix``."""
+    out = {
+        w: paired(by[policy], by[base]) for w, by in results.items() if policy in by and base in by
+    }
     out = {w: row for w, row in out.items() if row["seeds"]}
     for w, row in out.items():
         # no interval with one seed: left out of the JSON line (NaN is not JSON)
-        summary[w][OURS].update(
+        summary[w][policy].update(
             {f"{prefix}{k}": v for k, v in row.items() if k != "seeds" and not math.isnan(v)}
         )
     return out

@@ -96,8 +96,9 @@ POLICIES: dict[str, Policy] = {
             "pyextender-known",
             _pyextender,
             # a diagnostic, not a deployment: it separates what the online model costs
-            # from what the scoring itself does (paired with FGD over 40 seeds, alloc@100:
-            # -0.04..+0.05 pp on five openb workloads, -0.14 ± 0.07 on gpuspec20)
+            # from what the scoring itself does (the report pairs it with FGD: over 40
+            # seeds, alloc@100, -0.02..+0.01 pp on all six openb workloads, each within
+            # its 95 % interval)
             "the sidecar's scoring, told the protocol's classes of the whole trace as FGD is",
         ),
         Policy("fgd", _fgd, "the paper's FGD: integer scores, GPU by top score"),

@@ -43,6 +43,9 @@ OURS = "pyextender"
 ONLINE_FGD = "fgd-online"
 """FGD told only what the sidecar knows (policies.py): the baseline with the same information."""
 
+KNOWN = "pyextender-known"
+"""Our scoring told FGD's classes (policies.py): a diagnostic, paired with FGD too."""
+
 
 def _seeds_hint(pair: dict[str, float], n: int) -> str:
     """For a verdict within noise at alloc@100: about how many seeds would tell a
@@ -62,6 +65,7 @@ def print_table(
     summary: dict[str, dict[str, dict[str, float]]],
     fgd_paired: dict[str, dict[str, float]] | None = None,
     online_paired: dict[str, dict[str, float]] | None = None,
+    known_paired: dict[str, dict[str, float]] | None = None,
 ) -> None:
     """One block per workload (mean ± sd over seeds), then ours against published FGD."""
     head = (
@@ -82,13 +86,14 @@ def print_table(
                 f"{_cell(row['frag_ratio_at_80'], row['frag_ratio_at_80_sd']):>14} {ref:>16}"
             )
         print()
-    verdicts = compare_to_fgd(summary, fgd_paired, online_paired)
+    verdicts = compare_to_fgd(summary, fgd_paired, online_paired, known_paired)
     if verdicts:
         print(f"{OURS} against FGD, alloc@100 / alloc@130: the paper's numbers (means of its")
         print("seeds), and our FGD replay seed by seed on the same arrivals, mean difference")
         print('± its 95 % interval; "within noise" when that interval holds 0. FGD is told')
         print("the classes of the pod list being replayed, the exact mix of the pods to come;")
-        print(f"{ONLINE_FGD} learns them online from the pods placed, as {OURS} does:")
+        print(f"{ONLINE_FGD} learns them online from the pods placed, as {OURS} does;")
+        print(f"{KNOWN} is our scoring told FGD's classes (where it ran):")
         for line in verdicts:
             print("\n".join("  " + part.rstrip() for part in line.split("\n")))
 
@@ -97,11 +102,13 @@ def compare_to_fgd(
     summary: dict[str, dict[str, dict[str, float]]],
     fgd_paired: dict[str, dict[str, float]] | None = None,
     online_paired: dict[str, dict[str, float]] | None = None,
+    known_paired: dict[str, dict[str, float]] | None = None,
 ) -> list[str]:
     """One line per workload where ours ran: Δ pp at @100 and @130 vs the paper's FGD,
     and vs our FGD replay: seed by seed with a 95 % interval when ``fgd_paired`` has
     the workload (``runs.paired``), else the difference of the means; then, seed by
-    seed, vs FGD learning its classes online when ``online_paired`` has the workload."""
+    seed, vs FGD learning its classes online when ``online_paired`` has the workload,
+    and our scoring told FGD's classes vs FGD when ``known_paired`` has it."""
     lines = []
     for workload, policies in summary.items():
         ours = policies.get(OURS)
@@ -127,6 +134,9 @@ def compare_to_fgd(
         online = (online_paired or {}).get(workload)
         if online:
             parts.append(_paired_part(f"vs {ONLINE_FGD}", online))
+        known = (known_paired or {}).get(workload)
+        if known:
+            parts.append(_paired_part(f"({KNOWN} vs our FGD replay", known) + ")")
         # one comparison per line, the later ones under the first (after the name)
         first, rest = "  ".join(parts[:2]), parts[2:]
         lines.append("\n".join([first] + [" " * 14 + r for r in rest]))

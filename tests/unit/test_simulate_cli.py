@@ -151,3 +151,60 @@ def test_ours_against_fgd_learning_online_on_a_line_of_its_own() -> None:
     # without online runs, no such line
     (line,) = compare_to_fgd(summary, pairs[0])
     assert "fgd-online" not in line
+
+
+def test_the_diagnostic_told_fgds_classes_is_paired_with_fgd_on_its_own_line() -> None:
+    """pyextender-known's claim (our scoring equals FGD's when told the same classes)
+    comes from the tool's own seed-by-seed pairing, not from a script of one's own."""
+    base = [93.0, 94.0, 95.0, 93.5]
+    ours = [_run("pyextender", 42 + i, b + 0.1) for i, b in enumerate(base)]
+    fgd = [_run("fgd", 42 + i, b + 0.2) for i, b in enumerate(base)]
+    known = [_run("pyextender-known", 42 + i, b + 0.2 - 0.02 * i) for i, b in enumerate(base)]
+    runs = {"pyextender": ours, "fgd": fgd, "pyextender-known": known}
+    summary = {"default": {n: summarise(r) for n, r in runs.items()}}
+    (line,) = compare_to_fgd(summary, {"default": paired(ours, fgd)}, None,
+                             {"default": paired(known, fgd)})  # fmt: skip
+    _, second, third = line.split("\n")
+    assert "vs our FGD replay -0.10" in second
+    # 0, -0.02, -0.04, -0.06: mean -0.03, behind on every seed but the first (a tie)
+    assert third.strip().startswith("(pyextender-known vs our FGD replay -0.03 ±")
+    assert "ahead on 0/4 and 0/4 seeds" in third and third.endswith(")")
+    # and not without its runs
+    (line,) = compare_to_fgd(summary, {"default": paired(ours, fgd)})
+    assert "pyextender-known" not in line
+
+
+def test_stored_runs_report_ours_and_the_diagnostic_against_fgd(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--stored-only over stored runs: the table's pairing lines and the JSON line's
+    seed-by-seed fields, for ours and for pyextender-known, each against FGD."""
+    import argparse
+    import json
+    from dataclasses import replace
+
+    from pyextender.simulate.cli import run
+    from pyextender.simulate.trace import default_traces
+
+    base = [93.0, 94.0, 95.0, 93.5]
+    for policy, shift in (("pyextender", 0.1), ("fgd", 0.2), ("pyextender-known", 0.25)):
+        for i, b in enumerate(base):
+            save_run(tmp_path, replace(_run(policy, 42 + i, b + shift), workload="default"))
+    args = argparse.Namespace(
+        policy=["pyextender", "fgd", "pyextender-known"],
+        results=tmp_path,
+        stored_only=True,
+        pods=[default_traces() / "openb_pod_list_default.csv"],
+        nodes=default_traces() / "openb_node_list_gpu_node.csv",
+        seeds=[42, 43, 44, 45],
+        jobs=1,
+        plot=None,
+    )
+    assert run(args) == 0
+    out = capsys.readouterr().out
+    assert "vs our FGD replay -0.10 ± 0.00 / -0.10 ± 0.00 pp" in out
+    assert "(pyextender-known vs our FGD replay +0.05 ± 0.00 / +0.05 ± 0.00 pp" in out
+    summary = json.loads(out.strip().splitlines()[-1])["default"]
+    assert summary["pyextender"]["vs_fgd_alloc_at_100"] == -0.1
+    assert summary["pyextender-known"]["vs_fgd_alloc_at_100"] == 0.05
+    assert "vs_fgd_alloc_at_100" not in summary["fgd"]
