@@ -315,6 +315,14 @@ class GpuState(SharedUntilWritten):
         self.free_mask[row] = int(np.sum(np.left_shift(1, bits, dtype=np.int64)))
         self.row_version[row] += 1
 
+    def idle(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Per row: a usable GPU node whose GPUs are all wholly free (nodes without
+        GPUs are never idle: there is no whole GPU node to keep)."""
+        count = self.count[rows].astype(np.int64)
+        whole = np.left_shift(np.int64(1), count) - 1
+        result: npt.NDArray[np.bool_] = (count > 0) & (self.free_mask[rows] == whole)
+        return result
+
     # -- pods ------------------------------------------------------------------
     def demand_milli(self, row: int, pod: PodInfo) -> tuple[int, int]:
         """(GPU count, milli per GPU) of a pod on this row; (0, 0) for no GPUs."""

@@ -20,6 +20,7 @@ from pyextender.cache.state import ClusterState
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 CodeArray = npt.NDArray[np.int8]
 
 MAX_NODE_SCORE = 100.0

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from pyextender.framework.interfaces import (
     MAX_NODE_SCORE,
+    BoolArray,
     FilterPlugin,
     FloatArray,
     IntArray,
@@ -111,12 +112,28 @@ class Profile:
         return total
 
 
-def first_of_best(scores: FloatArray, tie_rank: IntArray) -> int:
-    """Index of the top score; of several equal to it, the one of lowest ``tie_rank``
-    (ClusterState.tie_rank: one fixed order of the cluster's nodes)."""
+def first_of_best(
+    scores: FloatArray,
+    tie_rank: IntArray,
+    idle: Callable[[IntArray], BoolArray] | None = None,
+) -> int:
+    """Index of the top score; of several equal to it, a node in use before an idle
+    one (``idle(indices)``: whether those entries of ``scores`` are nodes whose GPUs
+    are all free, GpuState.idle; asked only when scores tie), then the one of lowest
+    ``tie_rank`` (ClusterState.tie_rank: one fixed order of the cluster's nodes).
+
+    Why idle nodes last: equal scores mean the class model cannot tell the nodes
+    apart, and that model is an estimate from the pods seen so far. A node whose
+    GPUs are all free fits every class, including those the estimate has missed or
+    underweighted (a rare 8-GPU job); breaking it open for a pod that fits as well
+    on a node in use gives that up for nothing the model can see."""
     top = np.flatnonzero(scores == scores.max())
     if top.shape[0] == 1:
         return int(top[0])
+    if idle is not None:
+        busy = top[~idle(top)]
+        if busy.shape[0]:
+            top = busy
     return int(top[np.argmin(tie_rank[top])])
 
 

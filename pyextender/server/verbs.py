@@ -393,9 +393,10 @@ class Extender:
         lone: bool = False,
     ) -> int | None:
         """Index (into ``rows``) of the feasible row our score plugins rank first (of
-        equals, the lowest ``tie_rank``: a fixed order of our own, not the order
-        kube-scheduler listed them in, which its parallel filter makes change from
-        pod to pod); None for no pick: without score plugins,
+        equals, one in use before one whose GPUs are all free, then the lowest
+        ``tie_rank``: a fixed order of our own, not the order kube-scheduler listed
+        them in, which its parallel filter makes change from pod to pod; see
+        first_of_best); None for no pick: without score plugins,
         with one feasible node (unless ``lone``: then that node) or none, and for a pod
         with soft preferences (preferred affinity, ScheduleAnyway spread) or a feasible
         node with a PreferNoSchedule taint it does not tolerate, which only
@@ -418,8 +419,13 @@ class Extender:
             why = "PreferNoSchedule taints: kube-scheduler scores"
             self._decide(ctx.pod.key, "pick", skipped=why)
             return None
-        ranked = self.profile.score(ctx, rows[feasible]) if scores is None else scores[feasible]
-        at = first_of_best(ranked, ctx.state.tie_rank[rows[feasible]])
+        candidates = rows[feasible]
+        ranked = self.profile.score(ctx, candidates) if scores is None else scores[feasible]
+        at = first_of_best(
+            ranked,
+            ctx.state.tie_rank[candidates],
+            lambda top: ctx.state.gpu.idle(candidates[top]),
+        )
         self.metrics.picks.labels("picked").inc()
         # the prioritize entry of the decision log: the choice is made here now
         self._decide(

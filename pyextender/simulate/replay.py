@@ -31,8 +31,8 @@ from pyextender.api.task_classes import (
     TaskClasses,
 )
 from pyextender.cache.state import ClusterState
-from pyextender.framework.interfaces import IntArray, PodContext
-from pyextender.framework.runtime import Profile
+from pyextender.framework.interfaces import BoolArray, IntArray, PodContext
+from pyextender.framework.runtime import Profile, first_of_best
 from pyextender.kernels.gpu_share import fgd_scores
 from pyextender.plugins.gpu_rows import fgd_input
 from pyextender.simulate.protocol import Curves, bucket, node_order, task_classes
@@ -58,6 +58,10 @@ class Policy:
     learns_at: str = "arrival"
     """With learns_classes: learn from every pod that arrived so far ("arrival"),
     or from the pods placed so far ("bind")."""
+    spares_idle_nodes: bool = False
+    """Of equally scored nodes, take one in use before one whose GPUs are all free,
+    as the sidecar's pick does (framework.runtime.first_of_best); otherwise the
+    protocol's random order alone (§2.3)."""
 
 
 class ReplayClasses(LearnedClasses):
@@ -76,6 +80,11 @@ class RunResult:
     placed: int
     curves: Curves
     seconds: float
+
+
+def _idle_of(state: ClusterState, rows: IntArray) -> Callable[[IntArray], BoolArray]:
+    """first_of_best's ``idle`` over ``rows``: whether those of them are GPU-idle."""
+    return lambda at: state.gpu.idle(rows[at])
 
 
 def build_state(nodes: Sequence[NodeRow]) -> ClusterState:
@@ -179,8 +188,8 @@ def replay(
         a += row_pod.demand
         if feasible.shape[0]:
             scores = profile.score(ctx, feasible)
-            top = feasible[scores == scores.max()]
-            row = int(top[np.argmin(rank[top])]) if top.shape[0] > 1 else int(top[0])
+            gpu_idle = _idle_of(state, feasible) if policy.spares_idle_nodes else None
+            row = int(feasible[first_of_best(scores, rank[feasible], gpu_idle)])
             gpus = choose(ctx, row)
             if gpus:
                 pod.annotations[names.GPU_INDEX_ANNOTATION] = ",".join(map(str, gpus))

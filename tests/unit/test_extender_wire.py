@@ -160,7 +160,10 @@ def test_filter_picks_the_feasible_node_scored_first(seed: int) -> None:
         rows, _, _ = every.cache.state.rows_of(feasible)
         scores = every.profile.score(every._context(pod), rows)
         top = [feasible[i] for i in np.flatnonzero(scores == scores.max())]
-        assert best == min(top, key=tie_rank)
+        top_rows, _, _ = every.cache.state.rows_of(top)
+        idle = every.cache.state.gpu.idle(top_rows)
+        in_use = [nm for nm, i in zip(top, idle.tolist(), strict=True) if not i]
+        assert best == min(in_use or top, key=tie_rank)
         picked = [d for d in picking.decisions if d["verb"] == "pick"][-1]
         assert picked["best"] == best and picked["nodes"] == len(feasible)
 
@@ -189,6 +192,26 @@ def test_equally_scored_nodes_go_in_one_fixed_order_whatever_order_they_are_list
     again.cache.replace_nodes([_node(nm, 8) for nm in reversed(names)])
     body = json.dumps({"Pod": _pod("p", 1), "NodeNames": names}).encode()
     assert json.loads(again.filter_json(_wire.decode(body)))["NodeNames"] == [first]
+
+
+def test_of_equally_scored_nodes_one_in_use_goes_before_one_with_all_gpus_free() -> None:
+    """The pick keeps wholly free GPU nodes for last among equals: a 1-GPU pod scores
+    alike on every 8-GPU node when the only class seen is 1-GPU pods, and it goes
+    beside the pod already running, on the node last in tie_rank order, not onto the
+    first idle node. With every node idle, tie_rank alone decides."""
+    ext, _ = _cluster(0, 0, pick=True)
+    names = sorted((f"node-{i}" for i in range(6)), key=tie_rank)
+    ext.cache.replace_nodes([_node(nm, 8) for nm in names])
+    body = json.dumps({"Pod": _pod("p", 1), "NodeNames": names}).encode()
+    assert json.loads(ext.filter_json(_wire.decode(body)))["NodeNames"] == [names[0]]
+    ext.cache.replace_pods([_pod("r", 1, names[-1])])
+    pod = ext._pod(_pod("p", 1))
+    rows, _, _ = ext.cache.state.rows_of(names)
+    scores = ext.profile.score(ext._context(pod), rows)
+    assert np.all(scores == scores[0])  # a tie: only the order of equals decides
+    assert json.loads(ext.filter_json(_wire.decode(body)))["NodeNames"] == [names[-1]]
+    picked = [d for d in ext.decisions if d["verb"] == "pick"][-1]
+    assert picked["best"] == names[-1]
 
 
 def test_tie_rank_is_stable_and_fits_int64() -> None:

@@ -241,3 +241,42 @@ def test_topology_filter_without_single_domain_turns_down_what_the_kernel_finds_
         assert got.tolist() == kernel.tolist(), k
         seen.update(got.tolist())
     assert seen == {True, False}
+
+
+def test_a_node_is_gpu_idle_only_while_every_gpu_is_wholly_free() -> None:
+    state = _state([("a", ""), ("b", ""), ("c", "")])
+    state.set_node(NodeInfo("cpu-only", {CPU: 64_000, "pods": 110}))
+    _bind(state, "b", "u1", "3")
+    share = _pod("u2", {}, {PYEXTENDER_GPU_MILLI: "100", names.GPU_INDEX_ANNOTATION: "0"})
+    state.add_pod(share, "c")
+    rows = np.asarray([state.index[n] for n in ("a", "b", "c", "cpu-only")], dtype=np.int64)
+    # a tenth of one GPU makes a node in use; a node without GPUs is never idle
+    assert state.gpu.idle(rows).tolist() == [True, False, False, False]
+    state.remove_pod(share.uid)
+    assert state.gpu.idle(rows).tolist() == [True, False, True, False]
+
+
+def test_of_equal_scores_a_node_in_use_goes_first_then_the_fixed_order() -> None:
+    from pyextender.framework.runtime import first_of_best
+
+    scores = np.asarray([50.0, 70.0, 70.0, 70.0, 10.0])
+    rank = np.asarray([0, 1, 3, 2, 4], dtype=np.int64)
+    asked: list[list[int]] = []
+
+    def idle_of(flags: list[bool]) -> object:
+        def idle(at: np.ndarray) -> np.ndarray:
+            asked.append(at.tolist())
+            return np.asarray(flags, dtype=np.bool_)[at]
+
+        return idle
+
+    assert first_of_best(scores, rank) == 1  # lowest rank of the three at 70
+    assert first_of_best(scores, rank, idle_of([False, True, False, True, False])) == 2
+    assert asked == [[1, 2, 3]]  # asked about the tied entries only
+    # all tied nodes idle, or none: the fixed order alone
+    assert first_of_best(scores, rank, idle_of([False, True, True, True, False])) == 1
+    assert first_of_best(scores, rank, idle_of([True, False, False, False, True])) == 1
+    # one top score: no question asked
+    asked.clear()
+    assert first_of_best(np.asarray([1.0, 2.0]), rank[:2], idle_of([True, True])) == 1
+    assert asked == []

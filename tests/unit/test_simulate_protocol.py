@@ -230,3 +230,40 @@ def test_the_sidecars_model_is_rebuilt_as_the_sample_grows_not_only_every_10_s(
     settled = learned.classes()
     now[0] += 60.0
     assert learned.classes() is settled  # nothing new seen: kept
+
+
+def test_the_shipped_policy_spares_an_idle_node_where_fgd_takes_the_random_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Of equally scored nodes the replay of the shipped policy takes the one in use,
+    as the sidecar's pick does; the paper's FGD (online or not) keeps the protocol's
+    random order. The first pod fits only n0 (CPU); the second, a small 1-GPU pod,
+    scores alike on both nodes (FGD: either placement removes one fragment GPU for a
+    class that needs 30 CPUs), and n1 comes first in the random order."""
+    from collections.abc import Sequence
+
+    from pyextender.cache.state import ClusterState
+    from pyextender.simulate import replay as replay_module
+    from pyextender.simulate.policies import POLICIES
+
+    seed = next(s for s in range(100) if node_order(2, s)[1] < node_order(2, s)[0])
+    seen: list[ClusterState] = []
+    original = replay_module.build_state
+
+    def spy(nodes: Sequence[NodeRow]) -> ClusterState:
+        state = original(nodes)
+        seen.append(state)
+        return state
+
+    monkeypatch.setattr(replay_module, "build_state", spy)
+    nodes = [NodeRow("n0", 32_000, 65536, 2, "T4"), NodeRow("n1", 16_000, 65536, 2, "T4")]
+    pods = [_pod("big", 1, 1000, cpu=30_000), _pod("small", 1, 1000)]
+    where: dict[str, dict[str, str]] = {}
+    for name in ("pyextender", "pyextender-known", "fgd", "fgd-online"):
+        seen.clear()
+        res = replay_module.replay(nodes, pods, pods, POLICIES[name], seed, time.perf_counter)
+        assert res.placed == 2, name
+        state = seen[0]
+        where[name] = {r.pod.name: state.node_names[r.node] for r in state.pods.values()}
+    assert where["fgd"] == where["fgd-online"] == {"big": "n0", "small": "n1"}
+    assert where["pyextender"] == where["pyextender-known"] == {"big": "n0", "small": "n0"}
