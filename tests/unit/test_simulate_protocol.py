@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from pyextender.cache.state import ClusterState
 from pyextender.simulate.protocol import (
     TUNE_RATIO,
     arrival_sequence,
@@ -159,12 +161,9 @@ def test_replay_classes_are_rebuilt_as_the_sample_grows() -> None:
     assert learned.classes() is three  # 5 < 3 * 1.5 + 1
 
 
-def test_ours_never_sees_the_protocol_classes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from collections.abc import Sequence
-
-    from pyextender.cache.state import ClusterState
+def _states_built(monkeypatch: pytest.MonkeyPatch) -> list[ClusterState]:
+    """Every ClusterState the replay builds from now on, in order."""
     from pyextender.simulate import replay as replay_module
-    from pyextender.simulate.policies import POLICIES
 
     seen: list[ClusterState] = []
     original = replay_module.build_state
@@ -175,6 +174,14 @@ def test_ours_never_sees_the_protocol_classes(monkeypatch: pytest.MonkeyPatch) -
         return state
 
     monkeypatch.setattr(replay_module, "build_state", spy)
+    return seen
+
+
+def test_ours_never_sees_the_protocol_classes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyextender.simulate import replay as replay_module
+    from pyextender.simulate.policies import POLICIES
+
+    seen = _states_built(monkeypatch)
     nodes = [NodeRow(f"n{i}", 32_000, 65536, 2, "T4") for i in range(2)]
     pods = [_pod("a", 1, 1000), _pod("b", 1, 500), _pod("c", 4, 1000)]  # c fits nowhere
     replay_module.replay(nodes, pods, pods, POLICIES["pyextender"], 42, time.perf_counter)
@@ -240,22 +247,11 @@ def test_the_shipped_policy_spares_an_idle_node_where_fgd_takes_the_random_order
     random order. The first pod fits only n0 (CPU); the second, a small 1-GPU pod,
     scores alike on both nodes (FGD: either placement removes one fragment GPU for a
     class that needs 30 CPUs), and n1 comes first in the random order."""
-    from collections.abc import Sequence
-
-    from pyextender.cache.state import ClusterState
     from pyextender.simulate import replay as replay_module
     from pyextender.simulate.policies import POLICIES
 
     seed = next(s for s in range(100) if node_order(2, s)[1] < node_order(2, s)[0])
-    seen: list[ClusterState] = []
-    original = replay_module.build_state
-
-    def spy(nodes: Sequence[NodeRow]) -> ClusterState:
-        state = original(nodes)
-        seen.append(state)
-        return state
-
-    monkeypatch.setattr(replay_module, "build_state", spy)
+    seen = _states_built(monkeypatch)
     nodes = [NodeRow("n0", 32_000, 65536, 2, "T4"), NodeRow("n1", 16_000, 65536, 2, "T4")]
     pods = [_pod("big", 1, 1000, cpu=30_000), _pod("small", 1, 1000)]
     where: dict[str, dict[str, str]] = {}
