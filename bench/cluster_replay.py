@@ -11,7 +11,9 @@ arrivals: what the replay claims and what the deployed system does.
 What differs on purpose: the sidecar rebuilds its learned task classes on 1 %
 growth of the pods it has bound or after 10 s (the replay: on growth alone), and
 ties between equally scored nodes go to the sidecar's own order (a hash of each
-node name; the replay: the protocol's node permutation of the seed).
+node name; the replay: the protocol's node permutation of the seed). A third
+replay uses the sidecar's order: when no rebuild came from the 10 s timer, the
+cluster should place exactly what it does, and the last column says whether it did.
 
 The cluster is a sample of the node list (--scale of its nodes, drawn with the
 seed, so the GPU-model mix stays), and the arrivals are tuned to 130 % of that
@@ -43,10 +45,11 @@ from devcluster.cluster import MODES, Cluster
 from devcluster.nodes import NodeShape, node_manifest
 from pyextender.api import names
 from pyextender.api.resources import PYEXTENDER_GPU_MILLI
+from pyextender.framework.interfaces import IntArray
 from pyextender.simulate.cli import parse_seeds
 from pyextender.simulate.policies import POLICIES
 from pyextender.simulate.protocol import arrival_sequence, bucket
-from pyextender.simulate.replay import replay
+from pyextender.simulate.replay import Policy, replay, sidecar_order
 from pyextender.simulate.trace import NodeRow, PodRow, default_traces, load_nodes, load_pods
 
 POD_TIMEOUT_S = 60.0
@@ -219,12 +222,22 @@ def run_cluster(
     }
 
 
+SIDECAR_ORDER = "pyextender, sidecar's order"
+"""The shipped policy replayed with the sidecar's own order of equally scored nodes
+(a hash of each name) instead of the seed's permutation: what the cluster should do
+pod by pod, so its allocation should equal the cluster's exactly."""
+
+
 def run_replays(
     nodes: list[NodeRow], pods: list[PodRow], rows: list[PodRow], seed: int
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in REPLAY_POLICIES:
-        res = replay(nodes, pods, rows, POLICIES[name], seed, time.perf_counter)
+    runs: list[tuple[str, Policy, IntArray | None]] = [
+        (name, POLICIES[name], None) for name in REPLAY_POLICIES
+    ]
+    runs.append((SIDECAR_ORDER, POLICIES["pyextender"], sidecar_order(nodes)))
+    for name, policy, rank in runs:
+        res = replay(nodes, pods, rows, policy, seed, time.perf_counter, rank)
         out[name] = {
             "alloc_at_100": round(float(res.curves.alloc[100]), 3),
             "alloc_at_130": round(float(res.curves.alloc[130]), 3),
@@ -292,11 +305,24 @@ def _wait_ready(core: client.CoreV1Api, n: int, timeout: float = 300.0) -> None:
     raise TimeoutError(f"fewer than {n} nodes Ready after {timeout:.0f}s")
 
 
+def _same(row: dict[str, Any]) -> str:
+    """Whether the cluster placed exactly what the replay in the sidecar's order does."""
+    c, ours = row["cluster"], row["replay"].get(SIDECAR_ORDER)
+    if ours is None:
+        return "-"
+    keys = ("placed", "alloc_at_100", "alloc_at_130")
+    if all(c[k] == ours[k] for k in keys):
+        return "yes"
+    alloc = f"{ours['alloc_at_100']:.2f} / {ours['alloc_at_130']:.2f}"
+    return f"no (replay: {ours['placed']} placed, {alloc})"
+
+
 def report(results: list[dict[str, Any]]) -> None:
     print(
         f"{'mode':10s} {'seed':>4s} {'nodes':>5s}  {'cluster @100/@130':>19s}  "
         + "  ".join(f"{p + ' replay @100/@130':>26s}" for p in REPLAY_POLICIES)
-        + "  placed (cluster/replay)  nodes used at 50 %  pods/s"
+        + "  placed (cluster/replay)  nodes used at 50 %  pods/s  cluster = replay"
+        + " in the sidecar's order"
     )
     for r in results:
         c = r["cluster"]
@@ -308,7 +334,7 @@ def report(results: list[dict[str, Any]]) -> None:
             f"{r['mode']:10s} {r['seed']:>4d} {r['nodes']:>5d}  "
             f"{c['alloc_at_100']:>8.2f} / {c['alloc_at_130']:<8.2f}  {reps}  "
             f"{c['placed']:>6d} / {r['replay']['pyextender']['placed']:<6d}          "
-            f"{c['nodes_used_at_half']:>13d}  {c['pods_per_s']:>10.1f}"
+            f"{c['nodes_used_at_half']:>13d}  {c['pods_per_s']:>10.1f}  {_same(r)}"
         )
         if c["timeouts"]:
             print(

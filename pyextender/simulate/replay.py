@@ -30,7 +30,7 @@ from pyextender.api.task_classes import (
     LearnedClasses,
     TaskClasses,
 )
-from pyextender.cache.state import ClusterState
+from pyextender.cache.state import ClusterState, tie_rank
 from pyextender.framework.interfaces import BoolArray, IntArray, PodContext
 from pyextender.framework.runtime import Profile, first_of_best
 from pyextender.kernels.gpu_share import fgd_scores
@@ -80,6 +80,14 @@ class RunResult:
     placed: int
     curves: Curves
     seconds: float
+
+
+def sidecar_order(nodes: Sequence[NodeRow]) -> IntArray:
+    """The sidecar's order of equally scored nodes (ClusterState.tie_rank, a hash of
+    each name) as ``replay``'s ``rank``."""
+    ranks = np.fromiter((tie_rank(n.name) for n in nodes), dtype=np.int64, count=len(nodes))
+    order: IntArray = np.argsort(np.argsort(ranks)).astype(np.int64)
+    return order
 
 
 def _idle_of(state: ClusterState, rows: IntArray) -> Callable[[IntArray], BoolArray]:
@@ -155,7 +163,12 @@ def replay(
     policy: Policy,
     seed: int,
     clock: Callable[[], float],
+    rank: IntArray | None = None,
 ) -> RunResult:
+    """Replay ``arrivals`` (the protocol's pods, in order) onto ``nodes`` with
+    ``policy``. ``rank`` orders equally scored nodes, one int per node (lowest first);
+    default the protocol's permutation of the seed (§2.3). ``sidecar_order(nodes)`` is
+    the sidecar's own, to replay what a cluster does pod by pod."""
     start = clock()
     state = build_state(nodes)
     protocol = task_classes(original, state.gpu.model_id)
@@ -167,7 +180,8 @@ def replay(
     w_sum = protocol.weight_sum
     profile, choose = policy.build(seed)
     rows = state.live_rows()
-    rank = node_order(rows.shape[0], seed)
+    if rank is None:
+        rank = node_order(rows.shape[0], seed)
     total_milli = 1000.0 * float(state.gpu.count[rows].sum())
     frag = _frag(state, rows, protocol)
     frag_sum = int(frag.sum())

@@ -12,7 +12,7 @@ Running phase is read from its phase history.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -98,14 +98,18 @@ def create_job(co: client.CustomObjectsApi, ns: str, body: dict[str, Any]) -> di
     return out
 
 
-def get_job(co: client.CustomObjectsApi, ns: str, name: str) -> dict[str, Any] | None:
+def _or_none(get: Callable[..., dict[str, Any]], *args: str) -> dict[str, Any] | None:
+    """``get(*args)``, or None while the object does not exist (404)."""
     try:
-        out: dict[str, Any] = co.get_namespaced_custom_object(*JOBS[:2], ns, JOBS[2], name)
+        return get(*args)
     except client.ApiException as exc:
         if exc.status == 404:
             return None
         raise
-    return out
+
+
+def get_job(co: client.CustomObjectsApi, ns: str, name: str) -> dict[str, Any] | None:
+    return _or_none(co.get_namespaced_custom_object, *JOBS[:2], ns, JOBS[2], name)
 
 
 def job_phases(co: client.CustomObjectsApi, ns: str, name: str) -> list[str]:
@@ -114,13 +118,7 @@ def job_phases(co: client.CustomObjectsApi, ns: str, name: str) -> list[str]:
 
 
 def get_pg(co: client.CustomObjectsApi, ns: str, name: str) -> dict[str, Any] | None:
-    try:
-        out: dict[str, Any] = co.get_namespaced_custom_object(*PGS[:2], ns, PGS[2], name)
-    except client.ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-    return out
+    return _or_none(co.get_namespaced_custom_object, *PGS[:2], ns, PGS[2], name)
 
 
 def live_pods(core: client.CoreV1Api, ns: str) -> list[Any]:
@@ -167,11 +165,13 @@ def command(co: client.CustomObjectsApi, ns: str, action: str, kind: str, target
 
 
 def test_default_queues_exist(co: client.CustomObjectsApi, controllers: str) -> None:
+    # the controllers make the default queues once they lead, which may be just after
+    # they report ready: a 404 meanwhile is "not yet" (it failed CI once, 2026-11-30)
     for name in ("root", "default"):
         q = wait_for(
             f"queue {name} Open",
             lambda n=name: (
-                (q := co.get_cluster_custom_object(*QUEUES, n))
+                (q := _or_none(co.get_cluster_custom_object, *QUEUES, n))
                 and (q.get("status") or {}).get("state") == "Open"
                 and q
             ),

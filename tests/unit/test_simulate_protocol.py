@@ -263,3 +263,29 @@ def test_the_shipped_policy_spares_an_idle_node_where_fgd_takes_the_random_order
         where[name] = {r.pod.name: state.node_names[r.node] for r in state.pods.values()}
     assert where["fgd"] == where["fgd-online"] == {"big": "n0", "small": "n1"}
     assert where["pyextender"] == where["pyextender-known"] == {"big": "n0", "small": "n0"}
+
+
+def test_a_replay_can_order_equals_as_the_sidecar_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``rank`` replaces the seed's node permutation: with the sidecar's order (a hash
+    of each name) a pod that scores alike everywhere goes to the node first in it."""
+    from pyextender.cache.state import tie_rank
+    from pyextender.simulate import replay as replay_module
+    from pyextender.simulate.policies import POLICIES
+    from pyextender.simulate.replay import sidecar_order
+
+    nodes = [NodeRow(f"node-{i}", 32_000, 65536, 2, "T4") for i in range(6)]
+    order = sidecar_order(nodes)
+    assert sorted(order.tolist()) == list(range(6))
+    first = min(nodes, key=lambda n: tie_rank(n.name)).name
+    assert nodes[int(order.argmin())].name == first
+    assert int(node_order(6, 42).argmin()) != int(order.argmin())  # the seed's would differ
+    seen = _states_built(monkeypatch)
+    pods = [_pod("a", 1, 1000)]
+    for name in ("pyextender", "fgd"):
+        seen.clear()
+        replay_module.replay(nodes, pods, pods, POLICIES[name], 42, time.perf_counter, order)
+        state = seen[0]
+        (rec,) = state.pods.values()
+        assert state.node_names[rec.node] == first, name
