@@ -13,6 +13,7 @@ and sharing pods the best-fitting GPU.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -322,6 +323,13 @@ class GpuState(SharedUntilWritten):
         whole = np.left_shift(np.int64(1), count) - 1
         result: npt.NDArray[np.bool_] = (count > 0) & (self.free_mask[rows] == whole)
         return result
+
+    def idle_among(
+        self, rows: npt.NDArray[np.int64]
+    ) -> Callable[[npt.NDArray[np.int64]], npt.NDArray[np.bool_]]:
+        """framework.runtime.first_of_best's ``idle`` for candidate ``rows``: it asks
+        with indices into them, and only when scores tie."""
+        return lambda at: self.idle(rows[at])
 
     # -- pods ------------------------------------------------------------------
     def demand_milli(self, row: int, pod: PodInfo) -> tuple[int, int]:

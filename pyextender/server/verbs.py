@@ -424,7 +424,7 @@ class Extender:
         at = first_of_best(
             ranked,
             ctx.state.tie_rank[candidates],
-            lambda top: ctx.state.gpu.idle(candidates[top]),
+            ctx.state.gpu.idle_among(candidates),
         )
         self.metrics.picks.labels("picked").inc()
         # the prioritize entry of the decision log: the choice is made here now

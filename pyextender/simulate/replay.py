@@ -31,7 +31,7 @@ from pyextender.api.task_classes import (
     TaskClasses,
 )
 from pyextender.cache.state import ClusterState, tie_rank
-from pyextender.framework.interfaces import BoolArray, IntArray, PodContext
+from pyextender.framework.interfaces import IntArray, PodContext
 from pyextender.framework.runtime import Profile, first_of_best
 from pyextender.kernels.gpu_share import fgd_scores
 from pyextender.plugins.gpu_rows import fgd_input
@@ -88,11 +88,6 @@ def sidecar_order(nodes: Sequence[NodeRow]) -> IntArray:
     ranks = np.fromiter((tie_rank(n.name) for n in nodes), dtype=np.int64, count=len(nodes))
     order: IntArray = np.argsort(np.argsort(ranks)).astype(np.int64)
     return order
-
-
-def _idle_of(state: ClusterState, rows: IntArray) -> Callable[[IntArray], BoolArray]:
-    """first_of_best's ``idle`` over ``rows``: whether those of them are GPU-idle."""
-    return lambda at: state.gpu.idle(rows[at])
 
 
 def build_state(nodes: Sequence[NodeRow]) -> ClusterState:
@@ -202,7 +197,7 @@ def replay(
         a += row_pod.demand
         if feasible.shape[0]:
             scores = profile.score(ctx, feasible)
-            gpu_idle = _idle_of(state, feasible) if policy.spares_idle_nodes else None
+            gpu_idle = state.gpu.idle_among(feasible) if policy.spares_idle_nodes else None
             row = int(feasible[first_of_best(scores, rank[feasible], gpu_idle)])
             gpus = choose(ctx, row)
             if gpus:

@@ -254,6 +254,10 @@ def test_a_node_is_gpu_idle_only_while_every_gpu_is_wholly_free() -> None:
     assert state.gpu.idle(rows).tolist() == [True, False, False, False]
     state.remove_pod(share.uid)
     assert state.gpu.idle(rows).tolist() == [True, False, True, False]
+    # the picks ask with indices into their candidates: entries 2 and 0 here
+    asked = state.gpu.idle_among(rows)(np.asarray([2, 0], dtype=np.int64))
+    assert asked.tolist() == [True, True]
+    assert state.gpu.idle_among(rows[1:])(np.asarray([0, 1, 2])).tolist() == [False, True, False]
 
 
 def test_of_equal_scores_a_node_in_use_goes_first_then_the_fixed_order() -> None:
