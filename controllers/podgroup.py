@@ -145,6 +145,11 @@ def bare_podgroup(pod: Obj, owner_annotations: Mapping[str, str] | None = None) 
     return body
 
 
+def _one_pod(pg: Obj, members: list[Obj]) -> bool:
+    """A group of one pod (minMember at most 1, one member): no gang to report on."""
+    return int((pg.get("spec") or {}).get("minMember") or 0) <= 1 and len(members) <= 1
+
+
 def _why(phase: str, pg: Obj, m: podgroup_status.Members) -> tuple[str, str]:
     min_member = int((pg.get("spec") or {}).get("minMember") or 0)
     if phase == "Running":
@@ -278,8 +283,11 @@ class PodGroupController(Controller):
         ctx.podgroups.remember(updated)
         self.wrote("podgroup-status")
         if "phase" in patch:
-            reason, message = _why(patch["phase"], pg, podgroup_status.count_members(members))
-            ctx.recorder.event(updated or pg, reason, message, warning=reason == "GangBroken")
+            counted = podgroup_status.count_members(members)
+            reason, message = _why(patch["phase"], pg, counted)
+            if reason == "GangBroken" or not _one_pod(pg, members):
+                # a group of one pod running or done: its pod's own events say it
+                ctx.recorder.event(updated or pg, reason, message, warning=reason == "GangBroken")
 
     async def _reconcile_owner(self, kind: str, key: str) -> None:
         """A ReplicaSet/StatefulSet at spec.replicas 0 loses ``podgroup-<its uid>``; one

@@ -242,6 +242,39 @@ def test_the_enqueued_event_outlives_the_term() -> None:
     assert reasons == ["Enqueued"]
 
 
+def _events_after_admitting(job: Job, said: bool) -> list[str]:
+    """The event reasons posted when ``job`` is admitted (``said``: it was told it
+    waits first)."""
+
+    async def main() -> Api:
+        act, api, _ = _actuator()
+        if said:
+            act.said[job.key] = ("queue default: capability exceeded", 0.0)
+        await act.apply(Decisions(admit=[job], lift=job.tasks))
+        for _ in range(200):
+            if not (act._events or act._background):
+                break
+            await asyncio.sleep(0.01)
+        return api
+
+    api = asyncio.run(main())
+    return [args[-1]["reason"] for args, _ in api.ops("create_namespaced_event")]
+
+
+def test_a_group_of_one_pod_gets_an_enqueued_event_only_after_a_wait() -> None:
+    """A one-pod group admitted at once: its phase and its pod say it all, so no
+    event (one API write of a single-pod job's few). Admitted after it was told it
+    waits: the event marks the end of that wait. A gang always gets one."""
+    one = _group()
+    one.min_member = 1
+    assert _events_after_admitting(_job(one, [_pod("a")]), said=False) == []
+    assert _events_after_admitting(_job(one, [_pod("a")]), said=True) == ["Enqueued"]
+    # minMember 1 with two members is a group, not a pod: its admission is news
+    assert _events_after_admitting(_job(one, [_pod("a"), _pod("b")]), said=False) == ["Enqueued"]
+    gang = _job(_group(), [_pod("a"), _pod("b")])
+    assert _events_after_admitting(gang, said=False) == ["Enqueued"]
+
+
 def test_a_transient_failure_is_retried_then_succeeds() -> None:
     act, api, metrics = _actuator()
     api.script["patch_namespaced_pod"] = [
