@@ -221,36 +221,19 @@ def test_status_404_asks_discovery_again() -> None:
     assert len(api.ops("patch_namespaced_custom_object")) == 1
 
 
-def test_the_enqueued_event_outlives_the_term() -> None:
-    """Leadership ends right after an admission landed: its condition writes stop, but
-    the Enqueued event (a report of a write already made) is still sent."""
-
-    async def main() -> Api:
-        act, api, _ = _actuator()
-        api.delay["create_namespaced_event"] = 0.3  # still in flight when the term ends
-        job = _job(_group(), [_pod("a"), _pod("b")])
-        await act.apply(Decisions(admit=[job], lift=job.tasks))
-        act.cancel_background()  # what the loop does when the term ends
-        for _ in range(200):
-            if not (act._events or act._background):
-                break
-            await asyncio.sleep(0.01)
-        return api
-
-    api = asyncio.run(main())
-    reasons = [args[-1]["reason"] for args, _ in api.ops("create_namespaced_event")]
-    assert reasons == ["Enqueued"]
-
-
-def _events_after_admitting(job: Job, said: bool) -> list[str]:
+def _events_after_admitting(job: Job, said: bool = False, term_ends: bool = False) -> list[str]:
     """The event reasons posted when ``job`` is admitted (``said``: it was told it
-    waits first)."""
+    waits first; ``term_ends``: leadership ends while its event is still in flight)."""
 
     async def main() -> Api:
         act, api, _ = _actuator()
         if said:
             act.said[job.key] = ("queue default: capability exceeded", 0.0)
+        if term_ends:
+            api.delay["create_namespaced_event"] = 0.3  # still in flight when the term ends
         await act.apply(Decisions(admit=[job], lift=job.tasks))
+        if term_ends:
+            act.cancel_background()  # what the loop does when the term ends
         for _ in range(200):
             if not (act._events or act._background):
                 break
@@ -259,6 +242,13 @@ def _events_after_admitting(job: Job, said: bool) -> list[str]:
 
     api = asyncio.run(main())
     return [args[-1]["reason"] for args, _ in api.ops("create_namespaced_event")]
+
+
+def test_the_enqueued_event_outlives_the_term() -> None:
+    """Leadership ends right after an admission landed: its condition writes stop, but
+    the Enqueued event (a report of a write already made) is still sent."""
+    job = _job(_group(), [_pod("a"), _pod("b")])
+    assert _events_after_admitting(job, term_ends=True) == ["Enqueued"]
 
 
 def test_a_group_of_one_pod_gets_an_enqueued_event_only_after_a_wait() -> None:
