@@ -29,6 +29,7 @@ from controllers.kube import PODGROUPS
 from controllers.runtime import Context, Controller, call, ignore_exists, ignore_missing
 from controllers.store import Obj, key_of, meta, split_key
 from pyextender.api import names
+from pyextender.api.volcano.podgroup import one_pod_group
 
 log = logging.getLogger(__name__)
 
@@ -143,11 +144,6 @@ def bare_podgroup(pod: Obj, owner_annotations: Mapping[str, str] | None = None) 
     if queue:
         body["spec"]["queue"] = queue
     return body
-
-
-def _one_pod(pg: Obj, members: list[Obj]) -> bool:
-    """A group of one pod (minMember at most 1, one member): no gang to report on."""
-    return int((pg.get("spec") or {}).get("minMember") or 0) <= 1 and len(members) <= 1
 
 
 def _why(phase: str, pg: Obj, m: podgroup_status.Members) -> tuple[str, str]:
@@ -283,10 +279,9 @@ class PodGroupController(Controller):
         ctx.podgroups.remember(updated)
         self.wrote("podgroup-status")
         if "phase" in patch:
-            counted = podgroup_status.count_members(members)
-            reason, message = _why(patch["phase"], pg, counted)
-            if reason == "GangBroken" or not _one_pod(pg, members):
-                # a group of one pod running or done: its pod's own events say it
+            reason, message = _why(patch["phase"], pg, podgroup_status.count_members(members))
+            min_member = int((pg.get("spec") or {}).get("minMember") or 0)
+            if reason == "GangBroken" or not one_pod_group(min_member, len(members)):
                 ctx.recorder.event(updated or pg, reason, message, warning=reason == "GangBroken")
 
     async def _reconcile_owner(self, kind: str, key: str) -> None:

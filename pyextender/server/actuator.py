@@ -47,6 +47,7 @@ from pyextender.api.names import BARRIER_GATE, GANG_GATE, RELEASED_ANNOTATION
 from pyextender.api.objects import PodInfo
 from pyextender.api.raw_requests import JSON_PATCH, RawApi, object_path
 from pyextender.api.status_route import StatusRoute
+from pyextender.api.volcano.podgroup import one_pod_group
 from pyextender.cache.batch import GroupView
 from pyextender.cache.cluster import ClusterCache, released_uids
 from pyextender.framework.session import Job
@@ -380,10 +381,9 @@ class Actuator:
         waited = self.said.pop(job.key, None) is not None
         self.metrics.admissions.labels(job.queue).inc()
         log.info("admitted %s (queue %s, minMember %d)", job.key, job.queue, job.min_member)
-        # A group of one pod admitted without having been told it waits has no news
-        # in this event: its phase says Inqueue and its pod's events say the rest. It
-        # was one API write of a single-pod job's ~7 (bench/e2e.py --shapes single).
-        if waited or not _one_pod(job):
+        # after a wait it was told of, even one pod's admission is news; otherwise one
+        # pod's event was one API write of a single-pod job's 7 (bench/e2e.py --shapes)
+        if waited or not one_pod_group(job.min_member, len(job.tasks) + job.succeeded):
             self._report(self._event_group(group, "Normal", "Enqueued", _enqueued_message(job)))
         return True
 
@@ -642,11 +642,6 @@ def lift_patch(uid: str, index: int) -> list[dict[str, Any]]:
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GANG_GATE},
         {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
     ]
-
-
-def _one_pod(job: Job) -> bool:
-    """A group of one pod (minMember at most 1, one member): no gang to report on."""
-    return job.min_member <= 1 and len(job.tasks) + job.succeeded <= 1
 
 
 def _enqueued_message(job: Job) -> str:

@@ -134,3 +134,10 @@ class PodGroup(Resource):
     metadata: ObjectMeta = attr("Standard object metadata.", default_factory=ObjectMeta)
     spec: PodGroupSpec = attr("Desired gang behaviour.", default_factory=PodGroupSpec)
     status: PodGroupStatus = attr("Observed state.", default_factory=PodGroupStatus)
+
+
+def one_pod_group(min_member: int, members: int) -> bool:
+    """A PodGroup of one pod (minMember at most 1, at most one member): a standalone
+    pod's or a single-pod job's. Its phase and its pod's own events say all a gang's
+    events would (Enqueued, GangRunning, GangCompleted), so those are not posted."""
+    return min_member <= 1 and members <= 1
