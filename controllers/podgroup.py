@@ -6,8 +6,10 @@
    ``podgroup-<uid of the pod's controller, or of the pod>``, minMember 1 (or its
    ReplicaSet's/StatefulSet's ``scheduling.volcano.sh/group-min-member``),
    minResources that many times the pod's quota usage, and annotates the pod with
-   it (an owned pod gets that annotation from our webhook at creation: then the
-   PodGroup is created and nothing is written to the pod). Ours: it names
+   it. Our webhook names it in the pod's creation instead (an owned pod's
+   ``podgroup-<owner uid>``; a pod without an owner, whose uid is not known then,
+   ``podgroup-<fresh uuid>`` marked ``pyextender.io/own-podgroup``): then the
+   PodGroup is created and nothing is written to the pod. Ours: it names
    ``volcano`` in a namespace labelled ``pyextender.io/enabled=true``, or our
    webhook held it (``_ours``). Such a pod waits, gated, until the sidecar admits
    that PodGroup to its queue.
@@ -45,6 +47,13 @@ MAX_WARNED = 4096
 def _controller_uid(pod: Obj) -> str:
     ref = P.controller_ref(pod)
     return str(ref.get("uid") or "") if ref and ref.get("kind") in OWNER_KINDS else ""
+
+
+def _named_its_own(pod: Obj) -> bool:
+    """Our webhook named the pod's own PodGroup at its creation (a pod without an owner):
+    its annotations say from the start which PodGroup it has and why, so creating that
+    PodGroup posts no event (one write fewer per such pod, as it is one per pod)."""
+    return P.annotations_of(pod).get(names.OWN_PODGROUP_ANNOTATION) == "true"
 
 
 def _replicas(owner: Obj) -> int:
@@ -384,12 +393,13 @@ class PodGroupController(Controller):
             if created:
                 ctx.podgroups.remember(created)
                 self.wrote("podgroup")
-                ctx.recorder.event(
-                    pod,
-                    "PodGroupCreated",
-                    f"pod is ours (schedulerName {P.scheduler_name(pod)}) and has no "
-                    f"{names.GROUP_NAME_ANNOTATION} annotation: created PodGroup {pg_name}",
-                )
+                if not _named_its_own(pod):
+                    ctx.recorder.event(
+                        pod,
+                        "PodGroupCreated",
+                        f"pod is ours (schedulerName {P.scheduler_name(pod)}) and names no "
+                        f"PodGroup of a gang: created PodGroup {pg_name}",
+                    )
                 if owner:
                     self._warn_unreachable(*owner, created, pod)
         if P.group_name(pod) == pg_name:

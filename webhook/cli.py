@@ -14,6 +14,7 @@ from pyextender.api.names import (
     GANG_BARRIERS,
     GANG_GATE,
     GROUP_NAME_ANNOTATION,
+    OWN_PODGROUP_ANNOTATION,
     SCHEDULER_NAME,
 )
 from pyextender.api.process import add_log_level, run_server, setup_logging
@@ -31,7 +32,9 @@ endpoints (HTTPS):
                             annotation {BARRIER_ANNOTATION} instead); a pod
                             without it that names {SCHEDULER_NAME} is held the same
                             way until the PodGroup controller's PodGroup for it is
-                            admitted to its queue
+                            admitted to its queue, and is given that PodGroup's
+                            name (podgroup-<owner uid>, or a fresh
+                            podgroup-<uuid> marked {OWN_PODGROUP_ANNOTATION})
   POST {MUTATE_PODS_SHADOW:<20} the same for {ENABLED_LABEL}=shadow, but only logged and
                             counted (pyextender_webhook_shadow_changes_total)
   POST {VALIDATE:<20} Volcano PodGroup, Queue, Job, CronJob, Command, HyperNode: field

@@ -15,8 +15,12 @@ At creation, before any node is chosen, the webhook
   creates for the owner's pods. Volcano's controller writes that annotation on
   each pod after it is created; here it comes with the pod, so the controller
   writes nothing to the pod, and replicas of an owner whose PodGroup exists wait
-  for no one. A bare pod without an owner is named by the controller, as before:
-  its PodGroup is named for its own uid, which the API server assigns after us.
+  for no one. A bare pod without an owner gets ``podgroup-<a fresh uuid>`` and
+  ``pyextender.io/own-podgroup: "true"``, which tells the controller that this
+  PodGroup is the pod's own to create: Volcano names it for the pod's uid, which
+  the API server assigns only after admission, and so has to write the name onto
+  the pod afterwards (one more write, and one more update of the pod for every
+  watcher, per bare pod).
 
 With ``Adoption.barrier`` (``--gang-barrier=scheduler``, for a kube-scheduler
 built with our framework shim) the pod gets the annotation
@@ -52,7 +56,7 @@ shadow mode can log exactly what enforcement would have done.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +66,9 @@ from pyextender.api.names import (
     GANG_GATE,
     GATED_BY_WEBHOOK_ANNOTATION,
     GROUP_NAME_ANNOTATION,
+    OWN_PODGROUP_ANNOTATION,
     SCHEDULER_NAME,
+    fresh_podgroup_name,
     own_podgroup_name,
 )
 
@@ -114,8 +120,10 @@ class PodPlan:
     name_group: str = ""
     """The PodGroup to name in the pod's group-name annotation: an owned pod that names
     none shares ``podgroup-<its owner's uid>`` (what the PodGroup controller creates
-    for it), known at creation; "" for none (a gang member names its own; a bare
-    pod's name needs the pod's uid, which the API server gives it only after us)."""
+    for it), known at creation; a pod without an owner gets a fresh name (own_group);
+    "" for none (a gang member names its own)."""
+    own_group: bool = False
+    """name_group is the pod's own, freshly named: marked so (OWN_PODGROUP_ANNOTATION)."""
     skipped: str = ""
     """Why the pod is left as it is ("" when there is something to do)."""
 
@@ -146,9 +154,13 @@ def _has_marker(spec: Mapping[str, Any]) -> bool:
 
 
 def plan_pod(
-    pod: Mapping[str, Any] | None, operation: str, adoption: Adoption | None = None
+    pod: Mapping[str, Any] | None,
+    operation: str,
+    adoption: Adoption | None = None,
+    fresh_name: Callable[[], str] = fresh_podgroup_name,
 ) -> PodPlan:
-    """Decide what to change on ``pod`` (the AdmissionRequest object)."""
+    """Decide what to change on ``pod`` (the AdmissionRequest object); ``fresh_name``
+    names the PodGroup of a bare pod without an owner."""
     adoption = adoption or Adoption()
     if operation != "CREATE":
         return PodPlan(skipped=f"operation {operation}: only pod creation is mutated")
@@ -185,6 +197,9 @@ def plan_pod(
     add_marker = adoption.marker and not _has_marker(spec)
     # the owner's uid only: a uid sent in the request is not the one the pod will get
     name_group = own_podgroup_name({**metadata, "uid": ""}) if bare else ""
+    own_group = bare and not name_group
+    if own_group:
+        name_group = fresh_name()
     if not set_scheduler and has_gate and not add_marker and not name_group:
         return PodPlan(group=group, skipped="already scheduled by us and gated")
     return PodPlan(
@@ -194,6 +209,7 @@ def plan_pod(
         add_marker=add_marker,
         barrier=adoption.barrier,
         name_group=name_group,
+        own_group=own_group,
     )
 
 
@@ -257,6 +273,8 @@ def pod_patch(
         annotations[GATED_BY_WEBHOOK_ANNOTATION] = "true"
     if plan.name_group:
         annotations[GROUP_NAME_ANNOTATION] = plan.name_group
+    if plan.own_group:
+        annotations[OWN_PODGROUP_ANNOTATION] = "true"
     ops.extend(_annotation_ops(pod, annotations))
     if plan.add_marker:
         ops.extend(_marker_ops(pod))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,17 +18,39 @@ PODGROUP_PREFIX = "podgroup-"
 so all pods of one owner share it, or of the pod itself."""
 
 
+OWN_PODGROUP_ANNOTATION = "pyextender.io/own-podgroup"
+"""Pod annotation ("true") our webhook adds, with the group-name annotation, to a pod
+that names no PodGroup and has no controller owner: the PodGroup it names is the
+pod's own, which the PodGroup controller creates (``own_podgroup_name``)."""
+
+
 def own_podgroup_name(metadata: Mapping[str, Any]) -> str:
     """The PodGroup name a pod with ``metadata`` is given when it names none, or "" when
     neither a controller owner's nor its own uid is known yet: a pod being created has
-    no uid until the API server stores it, but its owner reference carries the owner's."""
+    no uid until the API server stores it, but its owner reference carries the owner's.
+    A pod without an owner that our webhook named at creation (OWN_PODGROUP_ANNOTATION)
+    has the name it was given: ``podgroup-`` and a fresh uuid, as its uid is not known
+    then."""
     uid: Any = None
     for ref in metadata.get("ownerReferences") or ():
         if isinstance(ref, Mapping) and ref.get("controller"):
             uid = ref.get("uid")
             break
+    if not uid:
+        annotations = metadata.get("annotations")
+        if isinstance(annotations, Mapping) and annotations.get(OWN_PODGROUP_ANNOTATION) == "true":
+            named = annotations.get(GROUP_NAME_ANNOTATION)
+            if isinstance(named, str) and named:
+                return named
     uid = uid or metadata.get("uid")
     return f"{PODGROUP_PREFIX}{uid}" if isinstance(uid, str) and uid else ""
+
+
+def fresh_podgroup_name() -> str:
+    """A name for the PodGroup of its own of a pod being created without an owner:
+    Volcano's shape (``podgroup-<uuid>``), from a random uuid (uuid4) instead of the pod's
+    uid, which the API server assigns only after admission."""
+    return f"{PODGROUP_PREFIX}{uuid.uuid4()}"
 
 
 GANG_GATE = "pyextender.io/gang"

@@ -39,6 +39,7 @@ from pyextender.api.names import (
     ENABLED_LABEL,
     GANG_GATE,
     GROUP_NAME_ANNOTATION,
+    OWN_PODGROUP_ANNOTATION,
     POD_QUEUE_ANNOTATION,
 )
 from tests.e2e.conftest import Env
@@ -51,6 +52,7 @@ from tests.e2e.kube import (
     pod,
     podgroup,
     queue,
+    read_podgroup,
     wait_for,
 )
 from tests.e2e.test_gangs import (  # the core scenarios, run against the installed system
@@ -269,6 +271,15 @@ def test_webhook_gates_and_routes_gang_pods_of_adopted_namespaces(
     assert [g.name for g in p.spec.scheduling_gates] == [GANG_GATE]
 
 
+def _podgroup_if_any(api: client.ApiClient, ns: str, name: str) -> dict[str, Any] | None:
+    try:
+        return read_podgroup(api, ns, name)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 def _bare_pod_in_a_capped_queue(core: client.CoreV1Api, api: client.ApiClient, ns: str) -> Any:
     """Pod ``big`` (2 CPUs, schedulerName volcano, no PodGroup) in a new queue capped at
     100m CPU; returns the pod as created (what the webhook made of it) once its PodGroup
@@ -279,15 +290,22 @@ def _bare_pod_in_a_capped_queue(core: client.CoreV1Api, api: client.ApiClient, n
     big["metadata"]["annotations"] = {POD_QUEUE_ANNOTATION: tiny}
     core.create_namespaced_pod(ns, big)
     created = core.read_namespaced_pod("big", ns)
-    group = f"podgroup-{created.metadata.uid}"
-    wait_for(  # the PodGroup controller makes the PodGroup, then names it on the pod
-        "the pod given its own PodGroup",
-        lambda: (
-            core.read_namespaced_pod("big", ns).metadata.annotations.get(GROUP_NAME_ANNOTATION)
-            == group
-        ),
+    # the webhook named its own PodGroup in its creation (its uid is not known then)
+    annotations = created.metadata.annotations
+    group = annotations.get(GROUP_NAME_ANNOTATION)
+    assert group and group.startswith("podgroup-") and group != f"podgroup-{created.metadata.uid}"
+    assert annotations.get(OWN_PODGROUP_ANNOTATION) == "true"
+    pg = wait_for(  # the PodGroup controller makes it, owned by the pod
+        "the pod's own PodGroup made",
+        lambda: _podgroup_if_any(api, ns, group),
         timeout=30,
     )
+    assert [(o["kind"], o["uid"]) for o in pg["metadata"]["ownerReferences"]] == [
+        ("Pod", created.metadata.uid)
+    ]
+    assert core.read_namespaced_pod("big", ns).metadata.resource_version == (
+        created.metadata.resource_version
+    ), "the pod was written to after its creation"
     wait_for(
         "the capped queue named on the held pod's PodGroup",
         lambda: f'queue "{tiny}" capability exceeded' in condition(api, ns, group, "Unschedulable"),

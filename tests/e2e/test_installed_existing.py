@@ -18,8 +18,14 @@ import pytest
 from kubernetes import client, config
 
 from devcluster.installed import Release, installed_release
-from pyextender.api.names import BATCH_RESOURCE, ENABLED_LABEL, GANG_GATE, GROUP_NAME_ANNOTATION
-from tests.e2e.kube import bound, bound_of, metrics, pod, podgroup, wait_for
+from pyextender.api.names import (
+    BATCH_RESOURCE,
+    ENABLED_LABEL,
+    GANG_GATE,
+    GROUP_NAME_ANNOTATION,
+    OWN_PODGROUP_ANNOTATION,
+)
+from tests.e2e.kube import bound, bound_of, metrics, pod, podgroup, read_podgroup, wait_for
 from tests.e2e.test_installed import (
     _lifting_the_hold_by_hand_is_refused,
     test_components_run_as_the_charts_non_root_user,
@@ -127,8 +133,12 @@ def test_a_bare_pod_naming_volcano_is_adopted_and_runs(
     assert [g.name for g in p.spec.scheduling_gates] == [GANG_GATE]
     assert p.spec.containers[0].resources.requests[BATCH_RESOURCE] == "1"
     wait_for("the bare pod bound", lambda: "bare" in bound(core, ns), timeout=60)
-    annotations = core.read_namespaced_pod("bare", ns).metadata.annotations
-    assert annotations[GROUP_NAME_ANNOTATION] == f"podgroup-{p.metadata.uid}"
+    # its own PodGroup, named by the webhook in its creation (before it had a uid)
+    assert p.metadata.annotations[OWN_PODGROUP_ANNOTATION] == "true"
+    group = p.metadata.annotations[GROUP_NAME_ANNOTATION]
+    assert group.startswith("podgroup-") and group != f"podgroup-{p.metadata.uid}"
+    owners = read_podgroup(api, ns, group)["metadata"]["ownerReferences"]
+    assert [(o["kind"], o["uid"]) for o in owners] == [("Pod", p.metadata.uid)]
     assert verb_calls(installed) > before
 
 

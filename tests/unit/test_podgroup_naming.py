@@ -1,8 +1,9 @@
 """The PodGroup controller and a pod whose PodGroup the webhook named at creation.
 
 An owned pod comes from our webhook already naming ``podgroup-<owner uid>``
-(webhook/mutate_pod.py): the controller creates that PodGroup and writes nothing to
-the pod. A pod that names no PodGroup is annotated by the controller, as before.
+(webhook/mutate_pod.py), a pod without an owner a fresh ``podgroup-<uuid>`` marked
+as its own: the controller creates that PodGroup and writes nothing to the pod. A
+pod that names no PodGroup is annotated by the controller, as before.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ import pytest
 
 from controllers.podgroup import BARE_POD, PodGroupController
 from controllers.runtime import Context
-from pyextender.api.names import GATED_BY_WEBHOOK_ANNOTATION, GROUP_NAME_ANNOTATION
+from pyextender.api.names import (
+    GATED_BY_WEBHOOK_ANNOTATION,
+    GROUP_NAME_ANNOTATION,
+    OWN_PODGROUP_ANNOTATION,
+)
 
 RS_UID = "rs-uid-1"
 
@@ -76,6 +81,9 @@ def _pod(name: str, group: str | None) -> dict[str, Any]:
 async def _run(pods: list[dict[str, Any]], replicas: int = 2) -> tuple[FakeKube, Context]:
     kube = FakeKube()
     ctx = Context.empty(kube, "test", "volcano")  # type: ignore[arg-type]
+    ctx.recorder.event = lambda obj, reason, message, warning=False: kube.calls.append(  # type: ignore[method-assign]
+        ("event " + reason, str(obj["metadata"]["name"]))
+    )
     ctl = PodGroupController(ctx)
     ctx.replicasets.remember(_replicaset(replicas))
     for pod in pods:
@@ -87,7 +95,7 @@ async def _run(pods: list[dict[str, Any]], replicas: int = 2) -> tuple[FakeKube,
 def test_pods_named_at_creation_get_their_podgroup_and_no_write() -> None:
     group = f"podgroup-{RS_UID}"
     kube, ctx = asyncio.run(_run([_pod("web-a", group), _pod("web-b", group)]))
-    assert kube.calls == [("create podgroups", group)]
+    assert kube.calls == [("create podgroups", group), ("event PodGroupCreated", "web-a")]
     assert ctx.podgroups.get(f"ns/{group}") is not None
 
 
@@ -96,6 +104,7 @@ def test_pods_that_name_none_are_annotated_as_before() -> None:
     group = f"podgroup-{RS_UID}"
     assert kube.calls == [
         ("create podgroups", group),
+        ("event PodGroupCreated", "web-a"),
         ("patch pod", "web-a"),
         ("patch pod", "web-b"),
     ]
@@ -113,4 +122,44 @@ def test_no_podgroup_for_the_pods_of_an_owner_scaled_to_zero(group: str | None) 
     """Its PodGroup was deleted at zero replicas (_reconcile_owner); a pod event of
     one of its leaving pods must not make it again."""
     kube, _ = asyncio.run(_run([_pod("web-a", group)], replicas=0))
+    assert kube.calls == []
+
+
+def _standalone(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+    pod = _pod(name, None)
+    del pod["metadata"]["ownerReferences"]
+    pod["metadata"]["annotations"].update(annotations)
+    return pod
+
+
+FRESH = "podgroup-5d1f0e4a-8b7c-4d2e-9f10-a1b2c3d4e5f6"
+
+
+def test_a_standalone_pod_named_by_the_webhook_gets_that_podgroup_and_no_write() -> None:
+    """The webhook gave it a fresh name marked as its own: the PodGroup of that name is
+    created, owned by the pod, and nothing else is written (no annotation patch, and no
+    PodGroupCreated event: the pod said which PodGroup it has from its creation)."""
+    pod = _standalone("solo", {GROUP_NAME_ANNOTATION: FRESH, OWN_PODGROUP_ANNOTATION: "true"})
+    kube, ctx = asyncio.run(_run([pod]))
+    assert kube.calls == [("create podgroups", FRESH)]
+    pg = ctx.podgroups.get(f"ns/{FRESH}")
+    assert pg is not None and pg["spec"]["minMember"] == 1
+    (owner,) = pg["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", "solo", "pod-solo")
+
+
+def test_a_standalone_pod_the_webhook_did_not_name_is_annotated_with_its_uid() -> None:
+    """Created before its namespace was adopted, say: Volcano's name, written onto it."""
+    kube, _ = asyncio.run(_run([_standalone("solo", {})]))
+    assert kube.calls == [
+        ("create podgroups", "podgroup-pod-solo"),
+        ("event PodGroupCreated", "solo"),
+        ("patch pod", "solo"),
+    ]
+
+
+def test_a_name_without_the_own_mark_is_a_gang_the_controller_leaves_alone() -> None:
+    """A pod naming a PodGroup that looks like ours but is not marked as its own waits
+    for whoever makes that PodGroup (an operator, say)."""
+    kube, _ = asyncio.run(_run([_standalone("solo", {GROUP_NAME_ANNOTATION: FRESH})]))
     assert kube.calls == []

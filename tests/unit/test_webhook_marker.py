@@ -87,12 +87,16 @@ def test_a_bare_pod_naming_volcano_is_adopted_and_one_of_the_default_scheduler_i
     gate); a bare pod of the cluster's own scheduler is the cluster's and passes."""
     before = pod("volcano")
     del before["metadata"]["annotations"]
-    plan = plan_pod(before, "CREATE", EXISTING)
-    assert plan.changes == ("scheduler_name", "scheduling_gate", "batch_marker")
+    plan = plan_pod(before, "CREATE", EXISTING, fresh_name=lambda: "podgroup-fresh")
+    assert plan.changes == ("scheduler_name", "scheduling_gate", "batch_marker", "group_name")
     after = apply(before, pod_patch(before, plan, EXISTING))
     assert after["spec"]["schedulerName"] == "default-scheduler"
     assert after["spec"]["schedulingGates"] == [{"name": GANG_GATE}]
-    assert after["metadata"]["annotations"] == {"pyextender.io/gated-by-webhook": "true"}
+    assert after["metadata"]["annotations"] == {
+        "pyextender.io/gated-by-webhook": "true",
+        "scheduling.k8s.io/group-name": "podgroup-fresh",
+        "pyextender.io/own-podgroup": "true",
+    }
     assert after["spec"]["containers"][0]["resources"]["requests"] == {BATCH_RESOURCE: "1"}
     assert not plan_pod(after, "CREATE", EXISTING).changes  # reinvocation: nothing more
     for scheduler in (None, "default-scheduler", "example-scheduler"):

@@ -6,8 +6,21 @@ from typing import Any
 
 import pytest
 
-from pyextender.api.names import GANG_GATE, GROUP_NAME_ANNOTATION
+from pyextender.api.names import (
+    GANG_GATE,
+    GROUP_NAME_ANNOTATION,
+    OWN_PODGROUP_ANNOTATION,
+    own_podgroup_name,
+)
 from webhook.mutate_pod import Adoption, plan_pod, pod_patch
+
+FRESH = "podgroup-0f5e2f6c-1111-4222-8333-444455556666"
+"""The name tests give a bare pod's own PodGroup (the webhook's is a random uuid4)."""
+
+
+def fresh() -> str:
+    return FRESH
+
 
 SCHED = {"op": "add", "path": "/spec/schedulerName", "value": "volcano"}
 GATE_LIST = {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GANG_GATE}]}
@@ -17,6 +30,10 @@ GATED_BY = {
     "path": "/metadata/annotations/pyextender.io~1gated-by-webhook",
     "value": "true",
 }
+OWN_GROUP = [
+    {"op": "add", "path": "/metadata/annotations/scheduling.k8s.io~1group-name", "value": FRESH},
+    {"op": "add", "path": "/metadata/annotations/pyextender.io~1own-podgroup", "value": "true"},
+]
 
 
 def pod(group: str | None = "pg", **spec: Any) -> dict[str, Any]:
@@ -71,7 +88,13 @@ CASES: list[tuple[str, dict[str, Any], str, list[dict[str, Any]], str]] = [
         [],
         "neither a gang member",
     ),
-    ("bare pod naming us", pod(group=None, schedulerName="volcano"), "CREATE", [GATE_LIST], ""),
+    (
+        "bare pod naming us",
+        pod(group=None, schedulerName="volcano"),
+        "CREATE",
+        [GATE_LIST, GATED_BY, *OWN_GROUP],
+        "",
+    ),
     (
         "bare pod naming us, bound",
         pod(group=None, schedulerName="volcano", nodeName="node-1"),
@@ -106,8 +129,8 @@ CASES: list[tuple[str, dict[str, Any], str, list[dict[str, Any]], str]] = [
 def test_patch(
     pod_doc: dict[str, Any], operation: str, expected: list[dict[str, Any]], skipped: str
 ) -> None:
-    plan = plan_pod(pod_doc, operation)
-    if any(op in expected for op in (GATE_LIST, GATE_APPEND)):
+    plan = plan_pod(pod_doc, operation, fresh_name=fresh)
+    if any(op in expected for op in (GATE_LIST, GATE_APPEND)) and GATED_BY not in expected:
         expected = [*expected, GATED_BY]  # a gated pod is marked as gated by us
     assert pod_patch(pod_doc, plan) == expected
     assert bool(plan.changes) == bool(expected)
@@ -128,19 +151,55 @@ def test_missing_pod() -> None:
 
 
 def test_a_bare_pod_without_annotations_gets_the_map() -> None:
-    """A bare pod may have no annotations at all: the mark comes as the whole map (an
+    """A bare pod may have no annotations at all: the marks come as the whole map (an
     "add" below a missing member would fail the patch, and the pod's creation)."""
     doc = {"metadata": {"name": "p"}, "spec": {"schedulerName": "volcano", "containers": []}}
-    plan = plan_pod(doc, "CREATE")
-    assert plan.group == "" and plan.changes == ("scheduling_gate",)
+    plan = plan_pod(doc, "CREATE", fresh_name=fresh)
+    assert plan.group == FRESH and plan.changes == ("scheduling_gate", "group_name")
     assert pod_patch(doc, plan) == [
         GATE_LIST,
         {
             "op": "add",
             "path": "/metadata/annotations",
-            "value": {"pyextender.io/gated-by-webhook": "true"},
+            "value": {
+                "pyextender.io/gated-by-webhook": "true",
+                GROUP_NAME_ANNOTATION: FRESH,
+                OWN_PODGROUP_ANNOTATION: "true",
+            },
         },
     ]
+
+
+def test_a_bare_pod_without_an_owner_is_given_a_fresh_podgroup_of_its_own() -> None:
+    """Its uid (Volcano's name for its PodGroup) is not known at admission: it gets
+    podgroup-<a fresh uuid>, marked as its own, which the PodGroup controller then
+    creates and never writes onto the pod (own_podgroup_name reads it back). Each pod
+    gets another name, and a pod that comes back (reinvocation) is left as it is."""
+    doc = {"metadata": {"name": "p"}, "spec": {"schedulerName": "volcano", "containers": []}}
+    first, second = plan_pod(doc, "CREATE"), plan_pod(doc, "CREATE")
+    assert first.own_group and first.name_group.startswith("podgroup-")
+    assert len(first.name_group) == len("podgroup-") + 36  # a uuid, as Volcano's names
+    assert first.name_group != second.name_group
+    gate, annotations = pod_patch(doc, first)
+    assert gate == GATE_LIST and annotations["path"] == "/metadata/annotations"
+    after = {
+        "metadata": {"name": "p", "annotations": annotations["value"]},
+        "spec": {**doc["spec"], "schedulingGates": gate["value"]},
+    }
+    assert own_podgroup_name({**after["metadata"], "uid": "the-pods-uid"}) == first.name_group
+    again = plan_pod(after, "CREATE")
+    assert not again.changes and "already" in again.skipped
+
+
+def test_the_own_mark_alone_names_no_podgroup() -> None:
+    """The mark without a group-name annotation (a user's, say) is no name: such a pod
+    is bare, and gets a fresh name like any other."""
+    doc = {
+        "metadata": {"name": "p", "annotations": {OWN_PODGROUP_ANNOTATION: "true"}},
+        "spec": {"schedulerName": "volcano", "containers": []},
+    }
+    assert own_podgroup_name({**doc["metadata"], "uid": "u1"}) == "podgroup-u1"
+    assert plan_pod(doc, "CREATE", fresh_name=fresh).name_group == FRESH
 
 
 BARRIER_MARKS = {"pyextender.io/gang-barrier": "true", "pyextender.io/gated-by-webhook": "true"}
@@ -154,9 +213,10 @@ def _whole_map(values: dict[str, str]) -> list[dict[str, Any]]:
 def test_a_bare_pod_is_held_at_the_barrier_with_the_framework_shim() -> None:
     doc = {"metadata": {"name": "p"}, "spec": {"schedulerName": "volcano", "containers": []}}
     adoption = Adoption(barrier=True)
-    plan = plan_pod(doc, "CREATE", adoption)
-    assert plan.changes == ("gang_barrier",)
-    assert pod_patch(doc, plan, adoption) == _whole_map(BARRIER_MARKS)
+    plan = plan_pod(doc, "CREATE", adoption, fresh_name=fresh)
+    assert plan.changes == ("gang_barrier", "group_name")
+    own = {GROUP_NAME_ANNOTATION: FRESH, OWN_PODGROUP_ANNOTATION: "true"}
+    assert pod_patch(doc, plan, adoption) == _whole_map({**BARRIER_MARKS, **own})
 
 
 def _owned(refs: list[dict[str, Any]], annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -220,13 +280,20 @@ def test_an_owned_pod_already_gated_is_still_named() -> None:
             "metadata": {"name": "p", "uid": "sent-by-client"},
             "spec": {"schedulerName": "volcano", "containers": []},
         },
-        _owned([{**RS, "controller": True}], {GROUP_NAME_ANNOTATION: "train"}),  # a member
     ],
-    ids=["non-controller owner", "no owner", "uid in the request", "names its PodGroup"],
+    ids=["non-controller owner", "no owner", "uid in the request"],
 )
-def test_a_pod_whose_podgroup_name_is_not_known_at_creation_is_not_named(
-    doc: dict[str, Any],
-) -> None:
-    plan = plan_pod(doc, "CREATE")
-    assert plan.name_group == "" and "group_name" not in plan.changes
+def test_a_pod_without_a_controller_owner_gets_a_fresh_name(doc: dict[str, Any]) -> None:
+    """Volcano names its PodGroup for the pod's own uid, unknown at admission (a uid sent
+    in the request is not the one the API server gives the pod): a fresh one instead."""
+    plan = plan_pod(doc, "CREATE", fresh_name=fresh)
+    assert plan.name_group == FRESH and plan.own_group and "group_name" in plan.changes
+    assert "sent-by-client" not in str(pod_patch(doc, plan))
+
+
+def test_a_pod_naming_its_podgroup_is_not_named() -> None:
+    doc = _owned([{**RS, "controller": True}], {GROUP_NAME_ANNOTATION: "train"})
+    plan = plan_pod(doc, "CREATE", fresh_name=fresh)
+    assert plan.group == "train" and plan.name_group == "" and not plan.own_group
+    assert "group_name" not in plan.changes
     assert GROUP_NAME_ANNOTATION.replace("/", "~1") not in str(pod_patch(doc, plan))
