@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import threading
 import time
@@ -51,6 +52,7 @@ from devcluster.controllers import enable_controllers
 from devcluster.nodes import NodeShape
 from devcluster.webhook import enable_webhook
 from pyextender.api.names import ENABLED_LABEL, GROUP_NAME_ANNOTATION
+from pyextender.simulate.runs import interval95
 
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 
@@ -108,6 +110,20 @@ class StageWatch(BindWatch):
         """Pod name -> when the PodGroup it names was first seen."""
         made = self.made
         return {pod: made[group] for pod, group in self.group_of.items() if group in made}
+
+
+def over_rounds(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """One phase over the rounds: its ratio to stock (median, mean and 95 % half-width;
+    each round against its own stock phase, a paired sample) and its mean CPU per pod."""
+    ratios = [r.get("ratio_to_stock", 1.0) for r in rows]
+    mean, half = interval95(ratios)
+    cpu = [r["cpu_ms_per_pod"]["total"] for r in rows]
+    return {
+        "ratio_median": float(statistics.median(ratios)),
+        "ratio_mean": mean,
+        "ratio_ci95": half,
+        "cpu_ms_mean": float(statistics.fmean(cpu)),
+    }
 
 
 def pod(name: str, ns: str, scheduler: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -256,6 +272,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"{kind:<8} {r + 1:>5} {row['pods_per_s']:>7.1f} {row['ratio_to_stock']:>6.2f} "
                 f"{row['pod_latency_p50_s']:>6.2f} {row['pod_latency_p99_s']:>6.2f}"
             )
+    summary = {kind: over_rounds(rows) for kind, rows in result.items()}
+    stock_cpu = summary.pop("stock")["cpu_ms_mean"]
+    if args.rounds > 1:
+        print("over the rounds (each round against its own stock phase; mean ± 95 %):")
+        for kind, got in summary.items():
+            print(
+                f"  {kind:<8} ratio median {got['ratio_median']:.2f}, mean "
+                f"{got['ratio_mean']:.2f} ± {got['ratio_ci95']:.2f}; CPU per pod "
+                f"{got['cpu_ms_mean']:.1f} ms (stock {stock_cpu:.1f})"
+            )
     for kind, rows in result.items():
         print(f"{kind}: CPU ms per pod (last round) {rows[-1]['cpu_ms_per_pod']}")
         print(f"{kind}: API writes per pod (last round) {rows[-1]['writes_per_pod']}")
@@ -267,7 +293,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{last['made_p50_s']:.2f}/{last['made_p99_s']:.2f} s, to gate lifted "
             f"{last['ungated_p50_s']:.2f}/{last['ungated_p99_s']:.2f} s"
         )
-    print(json.dumps({"bench": "adopted-pods", "nodes": args.nodes, "pods": args.pods, **result}))
+    print(
+        json.dumps(
+            {
+                "bench": "adopted-pods",
+                "nodes": args.nodes,
+                "pods": args.pods,
+                **result,
+                "over_rounds": summary,
+            }
+        )
+    )
     return 0
 
 
