@@ -25,6 +25,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from controllers import podgroup_status
 from controllers import pods as P
 from controllers.kube import PODGROUPS
@@ -47,6 +49,13 @@ MAX_WARNED = 4096
 def _controller_uid(pod: Obj) -> str:
     ref = P.controller_ref(pod)
     return str(ref.get("uid") or "") if ref and ref.get("kind") in OWNER_KINDS else ""
+
+
+def refused(exc: ApiException) -> bool:
+    """A 4xx that asking again unchanged will not mend: invalid, forbidden, or denied by
+    an admission webhook (not 404, 409 or 429: gone, already there, or throttled)."""
+    status = exc.status if isinstance(exc.status, int) else 0
+    return 400 <= status < 500 and status not in (404, 409, 429)
 
 
 def _named_its_own(pod: Obj) -> bool:
@@ -325,13 +334,32 @@ class PodGroupController(Controller):
                 and self._ours(pod)
             ):
                 body = bare_podgroup(pod, P.annotations_of(owner))
-                created = await ignore_exists(call(ctx.kube.create, PODGROUPS, ns, body))
+                created = await self._create(pod, ns, body)
                 if created:
                     ctx.podgroups.remember(created)
                     self.wrote("podgroup")
                     log.info("%s %s scaled up again: created PodGroup %s", kind, key, pg_name)
                     self._warn_unreachable(kind, owner, created, pod)
                 return
+
+    async def _create(self, pod: Obj, ns: str, body: dict[str, Any]) -> Obj | None:
+        """Create the PodGroup ``body`` for ``pod`` (None: it exists already). When the API
+        server or an admission webhook refuses it (a queue that does not exist, say), the
+        pod gets a Warning saying why, as it stays held, and the error goes up for the
+        worker to retry with backoff (at most MAX_DELAY_S apart): the cause may be fixed."""
+        try:
+            return await ignore_exists(call(self.ctx.kube.create, PODGROUPS, ns, body))
+        except ApiException as exc:
+            if refused(exc):
+                name = meta(body).get("name")
+                self.ctx.recorder.event(
+                    pod,
+                    "FailedCreatePodGroup",
+                    f"cannot create its PodGroup {name} (HTTP {exc.status}): {exc.reason}; "
+                    f"the pod stays held, and it is retried",
+                    warning=True,
+                )
+            raise
 
     def _warn_unreachable(self, kind: str, owner: Obj, pg: Obj, *also: Obj) -> None:
         """A Warning MinMemberUnreachable on ``pg`` (and on ``also``) when its owner can
@@ -389,7 +417,7 @@ class PodGroupController(Controller):
             if owner and _replicas(owner[1]) == 0:
                 return  # its pods are on their way out (_reconcile_owner deleted its PodGroup)
             body = bare_podgroup(pod, P.annotations_of(owner[1]) if owner else {})
-            created = await ignore_exists(call(ctx.kube.create, PODGROUPS, ns, body))
+            created = await self._create(pod, ns, body)
             if created:
                 ctx.podgroups.remember(created)
                 self.wrote("podgroup")

@@ -341,6 +341,30 @@ def test_a_bare_pod_waits_for_its_queue_as_with_volcano(
     _raise_the_cap_and_see_it_bound(core, api, ns)
 
 
+def test_a_bare_pod_naming_a_missing_queue_is_told_why_it_waits(
+    installed: Release, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    """Its PodGroup names the queue of its annotation; our webhook refuses a PodGroup of a
+    queue that does not exist. The pod stays held and gets a Warning with the refusal
+    (only the controllers' log said so before); once the queue exists, the retried
+    create goes through and the pod runs."""
+    ns = _adopted_namespace(core, "noqueue")
+    missing = f"later{ns.replace('-', '')}"
+    lost = pod("lost", ns, cpu="100m")
+    lost["metadata"]["annotations"] = {POD_QUEUE_ANNOTATION: missing}
+    core.create_namespaced_pod(ns, lost)
+    warned = wait_for(
+        "a FailedCreatePodGroup warning on the pod",
+        lambda: [e for e in events_for(core, ns, "lost") if e.startswith("FailedCreatePodGroup")],
+        timeout=30,
+    )
+    assert f'queue "{missing}" does not exist' in warned[0], warned
+    held = core.read_namespaced_pod("lost", ns)
+    assert [g.name for g in held.spec.scheduling_gates] == [GANG_GATE]
+    queue(api, missing)
+    wait_for("the pod bound once its queue exists", lambda: "lost" in bound(core, ns), timeout=60)
+
+
 def _namespace_user(api: client.ApiClient, ns: str, user: str = "alice") -> client.ApiClient:
     """The admin's connection impersonating ``user``, who may read and update pods in
     ``ns``, as a team member may. (A Role of our own: the built-in ``edit`` is filled in

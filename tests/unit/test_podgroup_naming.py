@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from controllers.podgroup import BARE_POD, PodGroupController
 from controllers.runtime import Context
@@ -163,3 +164,51 @@ def test_a_name_without_the_own_mark_is_a_gang_the_controller_leaves_alone() -> 
     for whoever makes that PodGroup (an operator, say)."""
     kube, _ = asyncio.run(_run([_standalone("solo", {GROUP_NAME_ANNOTATION: FRESH})]))
     assert kube.calls == []
+
+
+class RefusingKube(FakeKube):
+    """The API server refuses the PodGroup, as our webhook does for a missing queue."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__()
+        self.status, self.reason = status, reason
+
+    def create(self, kind: Any, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("create " + kind.plural, body["metadata"]["name"]))
+        raise ApiException(status=self.status, reason=self.reason)
+
+
+DENIED = (
+    'admission webhook "volcano-crds.pyextender.io" denied the request: '
+    'spec.queue: queue "nope" does not exist'
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "warned"),
+    [(400, True), (403, True), (422, True), (429, False), (500, False), (404, False)],
+)
+def test_a_refused_podgroup_is_told_on_the_pod_and_retried(status: int, warned: bool) -> None:
+    """A pod whose PodGroup the API server refuses stays held: it gets a Warning with
+    the refusal (a transient error, none), and the error goes up for the worker's
+    retry; nothing is written to the pod."""
+    pod = _standalone("solo", {GROUP_NAME_ANNOTATION: FRESH, OWN_PODGROUP_ANNOTATION: "true"})
+    kube = RefusingKube(status, DENIED)
+    ctx = Context.empty(kube, "test", "volcano")  # type: ignore[arg-type]
+    told: list[tuple[str, str, bool]] = []
+    ctx.recorder.event = lambda obj, reason, message, warning=False: told.append(  # type: ignore[method-assign]
+        (reason, message, warning)
+    )
+    ctl = PodGroupController(ctx)
+    ctx.pods.remember(pod)
+    with pytest.raises(ApiException):
+        asyncio.run(ctl.reconcile(BARE_POD + "ns/solo"))
+    assert kube.calls == [("create podgroups", FRESH)]
+    if not warned:
+        assert told == []
+        return
+    ((reason, message, warning),) = told
+    assert (reason, warning) == ("FailedCreatePodGroup", True)
+    assert (
+        f"PodGroup {FRESH} (HTTP {status})" in message and 'queue "nope" does not exist' in message
+    )
