@@ -345,6 +345,7 @@ class Vcctl:
             return explain_queue(self.snapshot(), name)
         out: list[str] = []
         group = name
+        ann: dict[str, str] = {}
         if kind == "pod":
             pod = self.core.read_namespaced_pod(name, ns)
             ann = pod.metadata.annotations or {}
@@ -363,7 +364,14 @@ class Vcctl:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
-                out.append(f"podgroup {ns}/{group}: not found (the gang cannot be admitted)")
+                own = ann.get(names.OWN_PODGROUP_ANNOTATION) == "true"
+                why = (
+                    "the pod's own, not made yet: the PodGroup controller creates it (a "
+                    "refusal is a FailedCreatePodGroup event on the pod)"
+                    if own
+                    else "the gang cannot be admitted"
+                )
+                out.append(f"podgroup {ns}/{group}: not found ({why})")
             else:
                 st = pg.get("status") or {}
                 spec = pg.get("spec") or {}

@@ -361,6 +361,15 @@ def test_a_bare_pod_naming_a_missing_queue_is_told_why_it_waits(
     assert f'queue "{missing}" does not exist' in warned[0], warned
     held = core.read_namespaced_pod("lost", ns)
     assert [g.name for g in held.spec.scheduling_gates] == [GANG_GATE]
+    st = installed.cluster.state
+    assert st is not None
+    explained = subprocess.run(
+        [sys.executable, "-m", "pyextender.vcctl", f"--kubeconfig={st.kubeconfig}",
+         "explain", "-n", ns, "pod", "lost"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert "event Warning FailedCreatePodGroup: cannot create its PodGroup" in explained
+    assert "not found (the pod's own, not made yet" in explained, explained
     queue(api, missing)
     wait_for("the pod bound once its queue exists", lambda: "lost" in bound(core, ns), timeout=60)
 
