@@ -10,7 +10,8 @@ refused during start-up.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,6 +26,10 @@ def absent(name: str, what: str = "queue") -> str:
     if is_object_name(name):
         return f"{what} {show(name)} does not exist"
     return f"{what} {show(name)} does not exist: a queue name is {NAME_RULE}"
+
+
+MAX_REMEMBERED = 10_000
+"""Open queues ApiQueues keeps an answer for at most."""
 
 
 class QueueLookupError(RuntimeError):
@@ -74,11 +79,23 @@ def _builtin() -> dict[str, QueueInfo]:
     return {q.metadata.name: queue_info(q.to_dict()) for q in default_queues()}
 
 
+OPEN_ANSWER_S = 1.0
+"""How long ApiQueues.get(recent=True) reuses a queue it read as existing and Open
+(seconds): the burst of PodGroups that standalone pods bring (one per pod, each
+validated) costs one GET per queue and second instead of one per PodGroup. Only an
+Open answer is reused, so a queue created or opened a moment ago is never refused
+from memory; one closed or deleted less than this ago may still take a new gang, the
+same race a GET just before the close already has. Queue validation itself (parents,
+cycles) always reads afresh."""
+
+
 class QueueSource(Protocol):
     """Where validation reads queues from."""
 
-    def get(self, name: str) -> QueueInfo | None:
-        """The queue, or None when it does not exist. Raises QueueLookupError."""
+    def get(self, name: str, recent: bool = False) -> QueueInfo | None:
+        """The queue, or None when it does not exist. Raises QueueLookupError.
+        ``recent``: an Open answer up to OPEN_ANSWER_S old will do (whether a queue
+        takes new gangs; not for the queue tree's rules)."""
         ...
 
     def children(self, name: str) -> list[str]:
@@ -100,7 +117,7 @@ class MemoryQueues:
             info = queue_info(q.to_dict() if isinstance(q, Queue) else q)
             self._queues[info.name] = info
 
-    def get(self, name: str) -> QueueInfo | None:
+    def get(self, name: str, recent: bool = False) -> QueueInfo | None:
         return self._queues.get(name) if is_object_name(name) else None
 
     def children(self, name: str) -> list[str]:
@@ -113,7 +130,9 @@ class MemoryQueues:
 class ApiQueues:
     """Queues read from the API server on every call (validation is rare; no cache to go stale)."""
 
-    def __init__(self, api: Any, timeout: float = 2.0) -> None:
+    def __init__(
+        self, api: Any, timeout: float = 2.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         from kubernetes import client
 
         self._objects = client.CustomObjectsApi(api)
@@ -121,10 +140,26 @@ class ApiQueues:
         self._timeout = timeout  # seconds per API call; the webhook itself has 5
         kind = Queue.KIND
         self._where = (kind.group, kind.version, kind.plural)
+        self._clock = clock
+        self._open: dict[str, tuple[float, QueueInfo]] = {}
+        """Queue name -> (when read, its info): the queues last read as Open."""
 
-    def get(self, name: str) -> QueueInfo | None:
+    def get(self, name: str, recent: bool = False) -> QueueInfo | None:
         if not is_object_name(name):
             return None  # no queue can have it: asking would get a 400, not a 404
+        now = self._clock()
+        if recent and (seen := self._open.get(name)) and now - seen[0] < OPEN_ANSWER_S:
+            return seen[1]
+        info = self._read(name)
+        if info is not None and info.is_open:
+            if len(self._open) >= MAX_REMEMBERED and name not in self._open:
+                self._open.clear()  # many queues: start over rather than grow
+            self._open[name] = (now, info)
+        else:
+            self._open.pop(name, None)
+        return info
+
+    def _read(self, name: str) -> QueueInfo | None:
         try:
             obj = self._objects.get_cluster_custom_object(
                 *self._where, name, _request_timeout=self._timeout

@@ -41,7 +41,7 @@ def check_cronjob(cron: CronJob, operation: str, queues: QueueSource) -> Finding
     found.warnings += rules.warnings
     if operation == "CREATE":
         queue = template.spec.queue
-        info = queues.get(queue)
+        info = queues.get(queue, recent=True)
         if info is None:
             found.problem(f"{PREFIX}spec.queue", absent(queue))
         elif not info.is_open:

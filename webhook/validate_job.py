@@ -212,7 +212,7 @@ def check_job(
     _check_volumes(job, found, creating=operation == "CREATE")
     if operation == "CREATE":
         name = job.spec.queue
-        info = queues.get(name)
+        info = queues.get(name, recent=True)
         if info is None:
             found.problem("spec.queue", absent(name))
         elif not info.is_open:

@@ -22,7 +22,7 @@ def check_podgroup(
     spec = group.spec
     if operation == "CREATE" or old is None or old.spec.queue_name != spec.queue_name:
         name = spec.queue_name
-        info = queues.get(name)
+        info = queues.get(name, recent=True)
         if info is None:
             found.problem("spec.queue", absent(name))
         elif not info.is_open:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.unit.webhook_support import request
-from webhook.queues import ApiQueues, MemoryQueues, QueueInfo, QueueLookupError
+from webhook.queues import OPEN_ANSWER_S, ApiQueues, MemoryQueues, QueueInfo, QueueLookupError
 from webhook.validate import validate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -408,7 +408,7 @@ def test_queue_parent_cycle_rejected_on_update() -> None:
 
 def test_queue_update_without_parent_change_skips_tree_walk() -> None:
     class Unreachable(MemoryQueues):
-        def get(self, name: str) -> QueueInfo | None:
+        def get(self, name: str, recent: bool = False) -> QueueInfo | None:
             raise QueueLookupError("API server down")
 
     old = queue("team-a", parent="research", weight=1)
@@ -485,7 +485,7 @@ def test_podgroup_moved_to_missing_queue() -> None:
 
 def test_lookup_failure_denies_with_503() -> None:
     class Down(MemoryQueues):
-        def get(self, name: str) -> QueueInfo | None:
+        def get(self, name: str, recent: bool = False) -> QueueInfo | None:
             raise QueueLookupError("cannot read queue 'x': connection refused")
 
     verdict = validate(request(job(queue="x")), Down())
@@ -570,3 +570,71 @@ def test_standing_model_errors_do_not_block_updates() -> None:
     assert verdict.allowed and "spec.minAvailable" in verdict.warnings[0]
     new["spec"]["minAvailable"] = 10
     assert not validate(request(new, operation="UPDATE", old=old), QUEUES).allowed
+
+
+class CountingQueues:
+    """CustomObjectsApi's queue reads, answered from a dict and counted."""
+
+    def __init__(self, states: dict[str, str]) -> None:
+        self.states = states
+        self.reads = 0
+
+    def get_cluster_custom_object(self, *where: Any, **kw: Any) -> dict[str, Any]:
+        from kubernetes import client
+
+        self.reads += 1
+        name = where[-1]
+        if name not in self.states:
+            raise client.ApiException(status=404, reason="Not Found")
+        return {"metadata": {"name": name}, "spec": {}, "status": {"state": self.states[name]}}
+
+
+def _api_queues(states: dict[str, str]) -> tuple[ApiQueues, CountingQueues, list[float]]:
+    from kubernetes import client
+
+    now = [100.0]
+    queues = ApiQueues(client.ApiClient(client.Configuration()), clock=lambda: now[0])
+    api = CountingQueues(states)
+    queues._objects = api  # type: ignore[assignment]
+    return queues, api, now
+
+
+def test_an_open_queue_is_read_once_a_second_for_new_gangs() -> None:
+    """Standalone pods bring a PodGroup each, all of one queue: their validations share
+    one read per OPEN_ANSWER_S, and every PodGroup is still checked against it."""
+    queues, api, now = _api_queues({"research": "Open"})
+    for _ in range(50):
+        assert validate(request(podgroup("g", queue="research")), queues).allowed
+    assert api.reads == 1
+    now[0] += OPEN_ANSWER_S
+    assert validate(request(podgroup("g", queue="research")), queues).allowed
+    assert api.reads == 2
+
+
+def test_only_an_open_answer_is_reused() -> None:
+    """A queue that did not exist or was closed is read again at once: made or opened a
+    moment later, it takes the next gang. One read as Open and then closed is refused as
+    soon as it is read again (at most OPEN_ANSWER_S later)."""
+    queues, api, now = _api_queues({})
+    assert not validate(request(podgroup("g", queue="later")), queues).allowed
+    api.states["later"] = "Closed"
+    verdict = validate(request(podgroup("g", queue="later")), queues)
+    assert not verdict.allowed and "Closed" in verdict.message
+    api.states["later"] = "Open"
+    assert validate(request(podgroup("g", queue="later")), queues).allowed
+    assert api.reads == 3
+    api.states["later"] = "Closed"
+    assert validate(request(podgroup("g", queue="later")), queues).allowed  # within 1 s
+    now[0] += OPEN_ANSWER_S
+    assert not validate(request(podgroup("g", queue="later")), queues).allowed
+    assert api.reads == 4
+
+
+def test_queue_rules_always_read_afresh() -> None:
+    """The queue tree's checks (a parent that exists and is open, no cycle) never use a
+    remembered answer: only whether a queue takes new gangs does."""
+    queues, api, _ = _api_queues({"research": "Open"})
+    assert queues.get("research", recent=True) is not None
+    assert queues.get("research") is not None
+    assert queues.get("research") is not None
+    assert api.reads == 3
