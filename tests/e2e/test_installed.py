@@ -341,6 +341,17 @@ def test_a_bare_pod_waits_for_its_queue_as_with_volcano(
     _raise_the_cap_and_see_it_bound(core, api, ns)
 
 
+def _explain_pod(installed: Release, ns: str, name: str) -> str:
+    """What ``vcctl explain -n NS pod NAME`` prints on the installed cluster."""
+    st = installed.cluster.state
+    assert st is not None
+    return subprocess.run(
+        [sys.executable, "-m", "pyextender.vcctl", f"--kubeconfig={st.kubeconfig}",
+         "explain", "-n", ns, "pod", name],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+
+
 def test_a_bare_pod_naming_a_missing_queue_is_told_why_it_waits(
     installed: Release, core: client.CoreV1Api, api: client.ApiClient
 ) -> None:
@@ -361,13 +372,7 @@ def test_a_bare_pod_naming_a_missing_queue_is_told_why_it_waits(
     assert f'queue "{missing}" does not exist' in warned[0], warned
     held = core.read_namespaced_pod("lost", ns)
     assert [g.name for g in held.spec.scheduling_gates] == [GANG_GATE]
-    st = installed.cluster.state
-    assert st is not None
-    explained = subprocess.run(
-        [sys.executable, "-m", "pyextender.vcctl", f"--kubeconfig={st.kubeconfig}",
-         "explain", "-n", ns, "pod", "lost"],
-        capture_output=True, text=True, timeout=60, check=True,
-    ).stdout  # fmt: skip
+    explained = _explain_pod(installed, ns, "lost")
     assert "event Warning FailedCreatePodGroup: cannot create its PodGroup" in explained
     assert "not found (the pod's own, not made yet" in explained, explained
     queue(api, missing)
@@ -619,13 +624,7 @@ def test_a_statefulset_that_cannot_fill_its_gang_says_why(
     assert GANG_GATE in [g.name for g in held.spec.scheduling_gates or []]
     assert not held.spec.node_name
     # what a user asks first: vcctl explain shows the Warning on the pod and its PodGroup
-    st = installed.cluster.state
-    assert st is not None
-    explained = subprocess.run(
-        [sys.executable, "-m", "pyextender.vcctl", f"--kubeconfig={st.kubeconfig}",
-         "explain", "-n", ns, "pod", "db-0"],
-        capture_output=True, text=True, timeout=60, check=True,
-    ).stdout  # fmt: skip
+    explained = _explain_pod(installed, ns, "db-0")
     assert explained.count("event Warning MinMemberUnreachable: StatefulSet db") == 2, explained
 
 
