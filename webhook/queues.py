@@ -128,7 +128,9 @@ class MemoryQueues:
 
 
 class ApiQueues:
-    """Queues read from the API server on every call (validation is rare; no cache to go stale)."""
+    """Queues read from the API server on every call, except that whether a queue takes
+    a new gang may reuse an Open answer up to OPEN_ANSWER_S old (``get(recent=True)``):
+    no watch, and nothing remembered longer than that."""
 
     def __init__(
         self, api: Any, timeout: float = 2.0, clock: Callable[[], float] = time.monotonic
