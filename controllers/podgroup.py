@@ -25,14 +25,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from controllers import podgroup_status
 from controllers import pods as P
 from controllers.kube import PODGROUPS
 from controllers.runtime import Context, Controller, call, ignore_exists, ignore_missing
 from controllers.store import Obj, key_of, meta, split_key
 from pyextender.api import names
+from pyextender.api.client import refused
 from pyextender.api.volcano.podgroup import one_pod_group
 
 log = logging.getLogger(__name__)
@@ -49,13 +48,6 @@ MAX_WARNED = 4096
 def _controller_uid(pod: Obj) -> str:
     ref = P.controller_ref(pod)
     return str(ref.get("uid") or "") if ref and ref.get("kind") in OWNER_KINDS else ""
-
-
-def refused(exc: ApiException) -> bool:
-    """A 4xx that asking again unchanged will not mend: invalid, forbidden, or denied by
-    an admission webhook (not 404, 409 or 429: gone, already there, or throttled)."""
-    status = exc.status if isinstance(exc.status, int) else 0
-    return 400 <= status < 500 and status not in (404, 409, 429)
 
 
 def _named_its_own(pod: Obj) -> bool:
@@ -349,13 +341,14 @@ class PodGroupController(Controller):
         worker to retry with backoff (at most MAX_DELAY_S apart): the cause may be fixed."""
         try:
             return await ignore_exists(call(self.ctx.kube.create, PODGROUPS, ns, body))
-        except ApiException as exc:
+        except Exception as exc:
             if refused(exc):
                 name = meta(body).get("name")
                 self.ctx.recorder.event(
                     pod,
                     "FailedCreatePodGroup",
-                    f"cannot create its PodGroup {name} (HTTP {exc.status}): {exc.reason}; "
+                    f"cannot create its PodGroup {name} (HTTP {getattr(exc, 'status', '?')}): "
+                    f"{getattr(exc, 'reason', exc)}; "
                     f"the pod stays held, and it is retried",
                     warning=True,
                 )

@@ -84,3 +84,11 @@ def body_of(resp: Any) -> bytes:
 def conflict(exc: BaseException) -> bool:
     """409: already exists, or a stale resourceVersion in an optimistic update."""
     return isinstance(exc, ApiException) and exc.status == 409
+
+
+def refused(exc: BaseException) -> bool:
+    """A 4xx that asking again unchanged will not mend: invalid, forbidden, or denied by
+    an admission webhook. Not 404, 409 or 429 (gone, already there or stale, throttled),
+    which callers tell apart themselves or retry."""
+    status = exc.status if isinstance(exc, ApiException) else None
+    return isinstance(status, int) and 400 <= status < 500 and status not in (404, 409, 429)

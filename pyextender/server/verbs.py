@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyextender.actions.evict import proposal_allowed
+from pyextender.api.client import refused
 from pyextender.api.extender import (
     MAX_EXTENDER_PRIORITY,
     ExtenderArgs,
@@ -593,10 +594,9 @@ class Extender:
             return "conflict", f"binding {key} to {node}: {exc}"
         except Exception as exc:
             log.warning("bind %s -> %s failed: %s", key, node, exc)
-            status = getattr(exc, "status", None)
-            if status == 404:
+            if getattr(exc, "status", None) == 404:
                 return "gone", f"binding {key} to {node}: the pod no longer exists"
-            if isinstance(status, int) and 400 <= status < 500 and status != 429:
+            if refused(exc):
                 # the API server refused it as it is: trying again cannot help
                 return "rejected", f"binding {key} to {node}: {exc}"
             return "error", f"binding {key} to {node}: {exc}"  # transient: retried
