@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from pyextender.api.task_classes import TaskClass, TaskClasses
+from pyextender.api.task_classes import MAX_CLASSES, TaskClass, TaskClasses, select_classes
 from pyextender.framework.interfaces import PodContext
 from pyextender.kernels.gpu_share import fgd_scores
 from pyextender.plugins.gpu_rows import fgd_input
@@ -71,8 +71,17 @@ def nodes(n: int) -> list[NodeRow]:
     return out
 
 
-def classes() -> TaskClasses:
-    return TaskClasses.build({TaskClass(c, m, k): w for c, k, m, w in POD_MIX})
+def classes(seen: int = len(POD_MIX), cap: int | None = MAX_CLASSES) -> TaskClasses:
+    """The class model of a workload of ``seen`` classes, every one kept (the mix is
+    the frequent classes already), the CPU-only ones as one and at most ``cap``, as
+    the sidecar's learned model. Past the openb-like mix, one-GPU shares of other CPU
+    sizes, one pod each: a cluster whose pods ask for many CPU sizes."""
+    counts = {TaskClass(c, m, k): w for c, k, m, w in POD_MIX}
+    i = 0
+    while len(counts) < seen:
+        i += 1
+        counts[TaskClass(1000 + 250 * i, 100 + (37 * i) % 900, 1)] = 1
+    return select_classes(counts, coverage=1.0, limit=cap)
 
 
 def pods(count: int, seed: int) -> list[PodRow]:
@@ -89,9 +98,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--pods", type=int, default=400, help="timed pods after the fill")
+    parser.add_argument(
+        "--classes",
+        type=int,
+        default=len(POD_MIX),
+        help=f"task classes the workload has (default {len(POD_MIX)}, the openb-like mix; "
+        "more: one-GPU shares of other CPU sizes)",
+    )
+    parser.add_argument(
+        "--uncapped",
+        action="store_true",
+        help=f"keep every class the cut keeps, not at most {MAX_CLASSES} (the sidecar's cap)",
+    )
     args = parser.parse_args()
     state = build_state(nodes(args.nodes))
-    state.gpu.fixed_classes = classes()
+    state.gpu.fixed_classes = classes(args.classes, None if args.uncapped else MAX_CLASSES)
+    model_size = state.gpu.fixed_classes.size
     rows = state.live_rows()
     total_gpus = int(state.gpu.count[rows].sum())
     print(f"{args.nodes} nodes, {total_gpus} GPUs; filling to ~50 % ...", file=sys.stderr)
@@ -159,6 +181,8 @@ def main() -> int:
 
     report = {
         "nodes": args.nodes,
+        "classes_seen": args.classes,
+        "model_classes": model_size,
         "calls_warm": len(warm),
         "warm_p50_us": pct(warm, 50),
         "warm_p99_us": pct(warm, 99),
@@ -178,7 +202,10 @@ def main() -> int:
         "full_scan_kernel_p99_us": pct(scan, 99),
         "budget_us": 1000.0,
     }
-    print(f"gpu-share gradient() at {args.nodes} nodes, one bind between calls")
+    print(
+        f"gpu-share gradient() at {args.nodes} nodes, one bind between calls; "
+        f"{args.classes} classes seen, a model of {model_size}"
+    )
     print(f"{'call':<34} {'calls':>6} {'p50 µs':>9} {'p99 µs':>9}")
     print(f"{'warm (memo, stale rows only)':<34} {len(warm):>6} {report['warm_p50_us']:>9} "
           f"{report['warm_p99_us']:>9}")  # fmt: skip

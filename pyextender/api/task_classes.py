@@ -100,8 +100,25 @@ class TaskClasses:
         )
 
 
-def select_classes(counts: Mapping[TaskClass, int], coverage: float = COVERAGE) -> TaskClasses:
-    """The most frequent classes covering ``coverage`` of all pods, with their counts."""
+CPU_ONLY = TaskClass(0, 0, 0)
+"""The one class every CPU-only class becomes once selected: a task without GPUs can
+use no free GPU milli, whatever its CPU, so each such class counts a node's whole free
+GPU milli as fragmented (FGD's F_n(m)) and they differ only in weight."""
+
+MAX_CLASSES = 64
+"""The learned model keeps at most this many classes, the most frequent first. The
+FGD kernel's work per row grows with the classes (bench/gpu_share_calls.py
+--classes): at 10,000 nodes a model of 300 classes took 42 ms to rebuild and 12 ms
+for each new pod shape, where 10 classes take about 1 ms. A cluster whose pods ask
+for many CPU sizes would reach that many: every (CPU, GPU share) pair is a class."""
+
+
+def select_classes(
+    counts: Mapping[TaskClass, int], coverage: float = COVERAGE, limit: int | None = None
+) -> TaskClasses:
+    """The most frequent classes covering ``coverage`` of all pods, with their counts;
+    the CPU-only ones among them as one class (``CPU_ONLY``: the same measure, fewer
+    classes); then at most ``limit`` classes, the most frequent first."""
     total = sum(counts.values())
     kept: dict[TaskClass, int] = {}
     covered = 0
@@ -109,8 +126,14 @@ def select_classes(counts: Mapping[TaskClass, int], coverage: float = COVERAGE) 
     for cls in keys:
         if total and covered >= coverage * total:
             break
-        kept[cls] = counts[cls]
-        covered += counts[cls]
+        n = counts[cls]
+        covered += n
+        if cls.num_gpu <= 0:  # as the kernels read a class: no GPUs, nothing fits
+            cls = CPU_ONLY
+        kept[cls] = kept.get(cls, 0) + n
+    if limit is not None and len(kept) > limit:
+        order = sorted(kept, key=lambda c: (-kept[c], c.num_gpu, c.gpu_milli, c.cpu_milli))
+        kept = {c: kept[c] for c in order[:limit]}
     return TaskClasses.build(kept)
 
 
@@ -156,7 +179,7 @@ class LearnedClasses:
 
     def classes(self) -> TaskClasses:
         if self._built is None or (self._stale and self._due()):
-            self._built = select_classes(self.counts)
+            self._built = select_classes(self.counts, limit=MAX_CLASSES)
             self._built_at, self._built_version = time.monotonic(), self.version
             self._stale = False
         return self._built

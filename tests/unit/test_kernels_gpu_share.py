@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyextender.api.task_classes import TaskClass, TaskClasses
+from pyextender.api.task_classes import TaskClass, TaskClasses, select_classes
 from pyextender.kernels.gpu_share import (
     NO_FIT,
     FgdInput,
@@ -132,3 +132,28 @@ def test_choice_fits_and_frag_is_bounded(
         if num >= 1 and milli[i] == 1000:
             whole = int((nodes.free_milli[i, : nodes.count[i]] >= 1000).sum())
             assert (res.delta[i] == NO_FIT) == (whole < num)
+
+
+@settings(max_examples=80, deadline=None)
+@given(clusters(), st.booleans())
+def test_cpu_only_classes_as_one_measure_the_same(
+    case: tuple[FgdInput, TaskClasses, int, np.ndarray, int], fed: bool
+) -> None:
+    """select_classes folds the CPU-only classes into one (CPU_ONLY): a task without
+    GPUs fits no GPU whatever its CPU, so W and every Δ stay exactly the same."""
+    nodes, classes, cpu, milli, num = case
+    counts = {
+        TaskClass(c, m, k, mask): w
+        for c, m, k, mask, w in zip(
+            classes.cpu.tolist(), classes.milli.tolist(), classes.num.tolist(),
+            classes.model_mask.tolist(), classes.weight.tolist(), strict=True,
+        )
+    }  # fmt: skip
+    folded = select_classes(counts, coverage=1.0)
+    assert int((folded.num == 0).sum()) == min(1, int((classes.num == 0).sum()))
+    assert folded.weight_sum == classes.weight_sum
+    one = fgd_scores(nodes, folded, cpu, milli, num, fed)
+    many = fgd_scores(nodes, classes, cpu, milli, num, fed)
+    assert np.array_equal(one.before, many.before)
+    assert np.array_equal(one.delta, many.delta)
+    assert np.array_equal(one.gpu, many.gpu)

@@ -7,7 +7,7 @@ from collections import Counter
 
 import numpy as np
 
-from pyextender.api.task_classes import TaskClass, select_classes
+from pyextender.api.task_classes import MAX_CLASSES, LearnedClasses, TaskClass, select_classes
 
 
 def test_whole_gpu_sizes_merge_by_gpu_count_and_leave_shares_and_cpu_pods_out() -> None:
@@ -47,3 +47,48 @@ def test_an_empty_model_assumes_the_usual_power_of_two_sizes() -> None:
     sizes, weights = select_classes(Counter()).whole_gpu_sizes()
     assert sizes.tolist() == [1, 2, 4, 8]
     assert weights.tolist() == [1, 1, 1, 1]
+
+
+def test_the_learned_model_keeps_at_most_max_classes_the_most_frequent() -> None:
+    """A cluster whose pods ask for many CPU sizes has a class per (CPU, GPU share)
+    pair; the FGD kernel's work grows with them, so the learned model is capped."""
+    learned = LearnedClasses(rebuild_s=0.0)
+    shapes = [TaskClass(1000 + 100 * i, 500, 1) for i in range(3 * MAX_CLASSES)]
+    for i, cls in enumerate(shapes):
+        for _ in range(1 + i % 5):  # counts 1..5: a quarter of the classes weigh 4 or 5
+            learned.observe(cls)
+    model = learned.classes()
+    assert model.size == MAX_CLASSES
+    kept = set(zip(model.cpu.tolist(), model.weight.tolist(), strict=True))
+    heaviest = sorted(
+        ((c.cpu_milli, 1 + i % 5) for i, c in enumerate(shapes)), key=lambda x: (-x[1], x[0])
+    )[:MAX_CLASSES]
+    assert kept == set(heaviest)
+    # the protocol's measure (the replay's metric, FGD's classes) is never capped
+    counts = {c: 1 + i % 5 for i, c in enumerate(shapes)}
+    assert select_classes(counts, coverage=1.0).size == len(shapes)
+
+
+def test_cpu_only_classes_are_counted_as_one() -> None:
+    classes = select_classes(
+        Counter(
+            {
+                TaskClass(4000, 0, 0): 5,
+                TaskClass(16000, 0, 0): 3,
+                TaskClass(2000, 500, 1): 7,
+                TaskClass(1000, 0, 0, model_mask=2): 1,
+            }
+        ),
+        coverage=1.0,
+    )
+    assert sorted(zip(classes.num.tolist(), classes.weight.tolist(), strict=True)) == [
+        (0, 9),
+        (1, 7),
+    ]
+    # the cut is still taken over the classes as seen: 95 % of 20 pods is 19, so
+    # the 1-pod CPU-only class is left out and the other two make one class of 8
+    cut = select_classes(
+        Counter({TaskClass(2000, 500, 1): 11, TaskClass(4000, 0, 0): 5,
+                 TaskClass(16000, 0, 0): 3, TaskClass(1000, 0, 0): 1})
+    )  # fmt: skip
+    assert sorted(zip(cut.num.tolist(), cut.weight.tolist(), strict=True)) == [(0, 8), (1, 11)]
