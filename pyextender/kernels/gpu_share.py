@@ -101,12 +101,14 @@ def fgd_loops(
     req_num: int,  # GPUs; 0 = CPU-only pod
     cpu_fed: int,  # 1: count the GPU milli the free CPU cannot feed as fragmented (see doc)
     width: int,  # entries per row of base_gpu: 2 × distinct class milli values
-    base_valid: npt.NDArray[np.bool_],  # [cap] per-row state of any pod shape (below)
-    base_version: I64,  # [cap] row_version it was computed at
-    base_cpu: I64,  # [cap] free CPU it was computed with
+    base_valid: npt.NDArray[np.bool_],  # [cap] per-row GPU state of any pod shape (below)
+    base_w_valid: npt.NDArray[np.bool_],  # [cap] W before of this class model (below)
+    base_version: I64,  # [cap] row_version the GPU state was computed at
+    base_cpu: I64,  # [cap] free CPU W before was computed with
     base_total: I64,  # [cap] free milli-GPU of the row
     base_before: I64,  # [cap] W_n before
-    base_gpu: I64,  # [cap*width] per distinct milli: GPUs that fit it, free milli on others
+    base_gpu: I64,  # [cap*width] per distinct milli (ascending): GPUs that fit it, free
+    # milli on the others
     memo_valid: npt.NDArray[np.bool_],  # [cap] this pod shape's Δ per row (below)
     memo_version: I64,  # [cap]
     memo_cpu: I64,  # [cap]
@@ -121,7 +123,7 @@ def fgd_loops(
     out_delta: I64,  # [n]
     out_gpu: I32,  # [n]
     out_score: F64,  # [n]
-    out_count: I64,  # [2]: rows whose Δ was computed, rows whose W before was computed
+    out_count: I64,  # [3]: rows whose Δ, W before, GPU state was computed
 ) -> None:
     # Two caches, both valid for a row while its row_version and free CPU are those
     # they were computed with: the base state (W before, and the per-class counts
@@ -130,22 +132,36 @@ def fgd_loops(
     # part was ~60 % of a full scan at 10k nodes); rows a cache delta touched are
     # recomputed, nothing else. The caller passes fresh caches for a full scan.
     #
+    # The GPU state (per distinct class milli: GPUs that fit it, free milli on the
+    # others) does not depend on the class weights or CPU, so it outlives a class
+    # model rebuilt with the same milli values (FgdBase.for_classes): only W before is
+    # recomputed then, and only W before when a row's free CPU alone changed.
+    #
     # classes share few distinct milli values (35 openb-like classes: ~9): the GPU
-    # scan below runs once per distinct value, not once per class
+    # scan below runs once per distinct value, not once per class; ascending, so the
+    # columns of base_gpu mean the same for every model with those values
     n_u = 0
     for m in range(m_count):
-        f = -1
+        seen_u = False
         for q in range(n_u):
             if per_u[m_count + q] == cls_milli[m]:
-                f = q
+                seen_u = True
                 break
-        if f < 0:
-            f = n_u
-            per_u[m_count + f] = cls_milli[m]
+        if not seen_u:
+            q = n_u
+            while q > 0 and per_u[m_count + q - 1] > cls_milli[m]:
+                per_u[m_count + q] = per_u[m_count + q - 1]
+                q -= 1
+            per_u[m_count + q] = cls_milli[m]
             n_u += 1
-        per_u[m] = f
+    for m in range(m_count):
+        for q in range(n_u):
+            if per_u[m_count + q] == cls_milli[m]:
+                per_u[m] = q
+                break
     n_delta = 0
     n_base = 0
+    n_gpu = 0
     for i in range(n):
         r = rows[i]
         c = alloc[r * n_res + cpu_col] - used[r * n_res + cpu_col]
@@ -167,9 +183,9 @@ def fgd_loops(
         ng = count[r] if usable[r] else 0
         mid = model[r]
         at = r * width
-        fresh = base_valid[r] and base_version[r] == version and base_cpu[r] == c
-        if not fresh:
-            n_base += 1
+        if not (base_valid[r] and base_version[r] == version):
+            n_gpu += 1
+            base_w_valid[r] = False
             total = 0
             for j in range(ng):
                 total += free_milli[base + j]
@@ -187,19 +203,21 @@ def fgd_loops(
                 base_gpu[at + q] = a
                 base_gpu[at + n_u + q] = b
             base_total[r] = total
+            base_version[r] = version
+            base_valid[r] = True
         total = base_total[r]
         for m in range(m_count):
             q = per_u[m]
             cnt[m] = base_gpu[at + q]
             low[m] = base_gpu[at + n_u + q]
-        if not fresh:
+        if not (base_w_valid[r] and base_cpu[r] == c):
+            n_base += 1
             base_before[r] = weighted_frag(
                 c, total, cnt, low, m_count, cls_num, cls_cpu, cls_mask, cls_milli, cls_w, mid,
                 cpu_fed,
             )  # fmt: skip
-            base_version[r] = version
             base_cpu[r] = c
-            base_valid[r] = True
+            base_w_valid[r] = True
         before = base_before[r]
         c2 = c - req_cpu
         best = NO_FIT
@@ -293,6 +311,7 @@ def fgd_loops(
         out_score[i] = score
     out_count[0] = n_delta
     out_count[1] = n_base
+    out_count[2] = n_gpu
 
 
 _fgd_jit = compile_kernel(fgd_loops)
@@ -319,14 +338,22 @@ class FgdInput:
     model: I32
 
 
+def _milli_values(classes: TaskClasses) -> tuple[int, ...]:
+    """The distinct milli values of the classes, ascending: the columns of FgdBase.gpu."""
+    return tuple(sorted(set(classes.milli.tolist())))
+
+
 def _width(classes: TaskClasses) -> int:
-    return 2 * len(set(classes.milli.tolist()))
+    return 2 * len(_milli_values(classes))
 
 
 @dataclass(frozen=True, slots=True)
 class FgdBase:
     """Per row, for one class model and measure: the part of Δ every pod shape shares
-    (W before, free milli, per-distinct-milli GPU counts) and what it was computed from."""
+    and what it was computed from. Two parts: the GPU state (free milli, and per
+    distinct class milli the GPUs that fit it and the free milli on the others; valid
+    while the row's GPUs are unchanged) and W before (valid while, besides, its free
+    CPU and the class model are unchanged)."""
 
     classes: TaskClasses
     cpu_fed: bool
@@ -336,14 +363,32 @@ class FgdBase:
     total: I64
     before: I64
     gpu: I64  # [rows * width]
+    w_valid: npt.NDArray[np.bool_]
 
     @staticmethod
     def empty(classes: TaskClasses, cpu_fed: bool, rows: int) -> FgdBase:
-        # only ``valid`` is read before written
+        # only ``valid`` and ``w_valid`` are read before written
         return FgdBase(
             classes, cpu_fed, np.zeros(rows, dtype=np.bool_), np.empty(rows, dtype=np.int64),
             np.empty(rows, dtype=np.int64), np.empty(rows, dtype=np.int64),
             np.empty(rows, dtype=np.int64), np.empty(rows * _width(classes), dtype=np.int64),
+            np.zeros(rows, dtype=np.bool_),
+        )  # fmt: skip
+
+    def for_classes(self, classes: TaskClasses, cpu_fed: bool, rows: int) -> FgdBase:
+        """The state for another class model: this one's GPU state carried over when
+        the models' milli values are the same (a learned model rebuilt as its weights
+        move keeps them), with every W before to compute again; else empty. This one
+        must not be used afterwards: the two share arrays."""
+        if (
+            cpu_fed != self.cpu_fed
+            or rows != self.valid.shape[0]
+            or _milli_values(classes) != _milli_values(self.classes)
+        ):
+            return FgdBase.empty(classes, cpu_fed, rows)
+        return FgdBase(
+            classes, cpu_fed, self.valid, self.version, self.cpu, self.total, self.before,
+            self.gpu, np.zeros(rows, dtype=np.bool_),
         )  # fmt: skip
 
 
@@ -390,7 +435,8 @@ class FgdRows:
 @dataclass(frozen=True, slots=True)
 class FgdOut:
     """Per asked row: FgdResult's fields, Δ / Σ w as a score (-inf: no fit), and how many
-    rows had their Δ and their W before computed (the rest came from the caches)."""
+    rows had their Δ, their W before and their GPU state computed (the rest came from
+    the caches)."""
 
     before: I64
     delta: I64
@@ -398,6 +444,7 @@ class FgdOut:
     score: F64
     computed: int
     computed_base: int
+    computed_gpus: int
 
 
 def fgd_rows(
@@ -430,29 +477,29 @@ def fgd_rows(
         int(req_num), int(base.cpu_fed), _width(classes),
     )  # fmt: skip
     caches: tuple[npt.NDArray[np.generic], ...] = (
-        base.valid, base.version, base.cpu, base.total, base.before, base.gpu,
+        base.valid, base.w_valid, base.version, base.cpu, base.total, base.before, base.gpu,
         memo.valid, memo.version, memo.cpu, memo.milli, memo.delta, memo.gpu, memo.score,
     )  # fmt: skip
     scratch = (np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64), np.empty(2 * m, np.int64))
     if interpreted:
         lists = [a.tolist() if isinstance(a, np.ndarray) else a for a in args]
         cached = [a.tolist() for a in caches]
-        outs: list[list[int] | list[float]] = [[0] * n, [0] * n, [0] * n, [0.0] * n, [0, 0]]
+        outs: list[list[int] | list[float]] = [[0] * n, [0] * n, [0] * n, [0.0] * n, [0] * 3]
         _fgd_loops_python(*lists, *cached, *[a.tolist() for a in scratch], *outs)
         for arr, vals in zip(caches, cached, strict=True):  # the caches were lists
             arr[:] = vals
         return FgdOut(
             np.asarray(outs[0], dtype=np.int64), np.asarray(outs[1], dtype=np.int64),
             np.asarray(outs[2], dtype=np.int32), np.asarray(outs[3], dtype=np.float64),
-            int(outs[4][0]), int(outs[4][1]),
+            int(outs[4][0]), int(outs[4][1]), int(outs[4][2]),
         )  # fmt: skip
     before = np.empty(n, dtype=np.int64)
     delta = np.empty(n, dtype=np.int64)
     gpu = np.empty(n, dtype=np.int32)
     score = np.empty(n, dtype=np.float64)
-    counts = np.zeros(2, dtype=np.int64)
+    counts = np.zeros(3, dtype=np.int64)
     _fgd_jit(*args, *caches, *scratch, before, delta, gpu, score, counts)
-    return FgdOut(before, delta, gpu, score, int(counts[0]), int(counts[1]))
+    return FgdOut(before, delta, gpu, score, int(counts[0]), int(counts[1]), int(counts[2]))
 
 
 def _run(

@@ -100,7 +100,9 @@ def gradient(
     GPUs, its free CPU or the class model changed since, so the pods of a gang (one
     shape) cost one kernel run over the cluster and then only over what moved, and
     the first pod of a new shape computes only its placement on each row, not the
-    rows' state again (bench/gpu_share_calls.py).
+    rows' state again. A class model rebuilt with the same milli values (the learned
+    model as its weights move) keeps the rows' GPU state: only W before is computed
+    again, and every shape's Δ (bench/gpu_share_calls.py, "model rebuilt").
     """
     demand = demand_of(ctx)
     gpu = ctx.state.gpu
@@ -110,8 +112,11 @@ def gradient(
     key = (pod_cpu(ctx), demand.count, demand.milli, demand.memory_mib, cpu_fed)
     cap = gpu.count.shape[0]
     base = gpu.fgd_base.get(cpu_fed)
-    if not isinstance(base, FgdBase) or base.classes is not classes or base.total.shape[0] != cap:
+    if not isinstance(base, FgdBase):
         base = FgdBase.empty(classes, cpu_fed, cap)
+        gpu.fgd_base[cpu_fed] = base
+    elif base.classes is not classes or base.total.shape[0] != cap:
+        base = base.for_classes(classes, cpu_fed, cap)
         gpu.fgd_base[cpu_fed] = base
     memo = gpu.fgd_memo.pop(key, None)  # put back last: the most recently used
     if memo is None or memo.classes is not classes or memo.rows.delta.shape[0] != cap:

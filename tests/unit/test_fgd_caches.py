@@ -38,6 +38,19 @@ CLASSES = TaskClasses.build(
         TaskClass(1000, 0, 0): 2,
     }
 )
+# the same milli values, other weights and a class more (a learned model rebuilt)
+REWEIGHED = TaskClasses.build(
+    {
+        TaskClass(4000, 500, 1): 2,
+        TaskClass(8000, 1000, 1): 9,
+        TaskClass(2000, 250, 1): 4,
+        TaskClass(6000, 250, 1): 3,
+        TaskClass(16000, 1000, 2): 1,
+        TaskClass(1000, 0, 0): 6,
+    }
+)
+OTHER_MILLI = TaskClasses.build({TaskClass(4000, 300, 1): 5, TaskClass(8000, 1000, 1): 3})
+MODELS = (CLASSES, REWEIGHED, OTHER_MILLI)
 SHAPES = ((4000, 1, 500), (8000, 1, 1000), (2000, 1, 300), (16000, 2, 1000), (1000, 0, 0))
 
 
@@ -61,7 +74,11 @@ def _rows(rng: np.random.Generator, n: int) -> FgdRows:
 
 
 def _full_scan(
-    state: FgdRows, rows: np.ndarray, shape: tuple[int, int, int], fed: bool
+    state: FgdRows,
+    rows: np.ndarray,
+    shape: tuple[int, int, int],
+    fed: bool,
+    classes: TaskClasses = CLASSES,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     cpu = state.alloc[rows, state.cpu_col] - state.used[rows, state.cpu_col]
     nodes = FgdInput(
@@ -69,7 +86,7 @@ def _full_scan(
         state.model[rows],
     )  # fmt: skip
     milli = np.full(rows.shape[0], shape[2], dtype=np.int64)
-    res = fgd_scores(nodes, CLASSES, shape[0], milli, shape[1], fed)
+    res = fgd_scores(nodes, classes, shape[0], milli, shape[1], fed)
     return res.before, res.delta, res.gpu
 
 
@@ -101,10 +118,43 @@ def test_a_new_shape_reuses_the_rows_state_and_a_delta_recomputes_one_row() -> N
     assert call(SHAPES[1]) == (2, 1)  # rows 7 and 9
 
 
+def test_a_model_rebuilt_with_the_same_milli_values_keeps_the_rows_gpu_state() -> None:
+    """The learned model is rebuilt as its weights move (1 % growth of the pods seen, or
+    10 s): W before depends on the weights, the GPU state of a row does not."""
+    rng = np.random.default_rng(5)
+    n = 40
+    state = _rows(rng, n)
+    rows = np.arange(n, dtype=np.int64)
+    shape = SHAPES[0]
+    milli = np.full(n, shape[2], dtype=np.int64)
+
+    def call(base: FgdBase, classes: TaskClasses) -> tuple[int, int, int]:
+        out = fgd_rows(state, rows, classes, shape[0], milli, shape[1], base, FgdMemo.empty(n))
+        want = _full_scan(state, rows, shape, False, classes)
+        assert np.array_equal(out.before, want[0])
+        assert np.array_equal(out.delta, want[1])
+        assert np.array_equal(out.gpu, want[2])
+        return out.computed, out.computed_base, out.computed_gpus
+
+    base = FgdBase.empty(CLASSES, False, n)
+    assert call(base, CLASSES) == (n, n, n)
+    rebuilt = base.for_classes(REWEIGHED, False, n)
+    assert rebuilt.gpu is base.gpu
+    assert call(rebuilt, REWEIGHED) == (n, n, 0)  # every W before, no GPU scan
+    state.used[3, 1] += 1000  # a CPU-only pod on row 3: its W before only
+    assert call(rebuilt, REWEIGHED) == (n, 1, 0)
+    other = rebuilt.for_classes(OTHER_MILLI, False, n)  # other milli values: start over
+    assert other.gpu is not rebuilt.gpu
+    assert call(other, OTHER_MILLI) == (n, n, n)
+    # another measure or another size starts over too
+    assert rebuilt.for_classes(REWEIGHED, True, n).gpu is not rebuilt.gpu
+    assert rebuilt.for_classes(REWEIGHED, False, n + 1).valid.shape[0] == n + 1
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     st.integers(0, 2**31),
-    st.lists(st.tuples(st.integers(0, len(SHAPES) - 1), st.integers(0, 3)), max_size=12),
+    st.lists(st.tuples(st.integers(0, len(SHAPES) - 1), st.integers(0, 5)), max_size=12),
     st.booleans(),
 )
 def test_cached_calls_equal_a_full_scan_after_any_deltas(
@@ -113,9 +163,16 @@ def test_cached_calls_equal_a_full_scan_after_any_deltas(
     rng = np.random.default_rng(seed)
     n = 30
     state = _rows(rng, n)
-    base = FgdBase.empty(CLASSES, fed, n)
+    model = 0
+    classes = MODELS[model]
+    base = FgdBase.empty(classes, fed, n)
     memos = {shape: FgdMemo.empty(n) for shape in SHAPES}
     for shape_i, change in steps:
+        if change >= 4:  # the class model is rebuilt: the same milli values or others
+            model = (model + change - 3) % len(MODELS)
+            classes = MODELS[model]
+            base = base.for_classes(classes, fed, n)
+            memos = {shape: FgdMemo.empty(n) for shape in SHAPES}
         row = int(rng.integers(n))
         if change == 1:  # GPUs of one row change
             state.free_milli[row, 0] = int(rng.choice([0, 300, 1000]))
@@ -127,13 +184,13 @@ def test_cached_calls_equal_a_full_scan_after_any_deltas(
         milli = np.full(rows.shape[0], shape[2], dtype=np.int64)
         interpreted = change == 3
         out = fgd_rows(
-            state, rows, CLASSES, shape[0], milli, shape[1], base, memos[shape], interpreted
+            state, rows, classes, shape[0], milli, shape[1], base, memos[shape], interpreted
         )
-        want = _full_scan(state, rows, shape, fed)
+        want = _full_scan(state, rows, shape, fed, classes)
         assert np.array_equal(out.before, want[0])
         assert np.array_equal(out.delta, want[1])
         assert np.array_equal(out.gpu, want[2])
-        scores = np.where(want[1] == NO_FIT, -np.inf, want[1] / CLASSES.weight_sum)
+        scores = np.where(want[1] == NO_FIT, -np.inf, want[1] / classes.weight_sum)
         assert np.array_equal(out.score, scores)
 
 
