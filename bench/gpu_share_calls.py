@@ -30,6 +30,9 @@ import dataclasses
 import json
 import sys
 import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -38,8 +41,9 @@ from pyextender.framework.interfaces import PodContext
 from pyextender.kernels.gpu_share import fgd_scores
 from pyextender.plugins.gpu_rows import fgd_input
 from pyextender.plugins.gpu_share import gradient
+from pyextender.simulate.protocol import class_of
 from pyextender.simulate.replay import build_state, pod_info
-from pyextender.simulate.trace import NodeRow, PodRow
+from pyextender.simulate.trace import NodeRow, PodRow, load_pods
 
 NODE_MIX = (  # (GPUs, model, CPU milli, memory MiB, share of nodes %) ~ openb GPU nodes
     (8, "G2", 96_000, 393_216, 45),
@@ -98,6 +102,19 @@ def pods(count: int, seed: int) -> list[PodRow]:
     ]
 
 
+def trace_workload(
+    path: Path, model_id: Callable[[str], int], count: int, seed: int
+) -> tuple[TaskClasses, list[PodRow]]:
+    """A pod list of the openb family: the class model the sidecar would learn from
+    its pods (95 % of pods, CPU-only as one, at most MAX_CLASSES), and ``count`` pods
+    drawn from it uniformly."""
+    listed = load_pods(path)
+    model = select_classes(Counter(class_of(p, model_id) for p in listed), limit=MAX_CLASSES)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(listed), size=count).tolist()
+    return model, [dataclasses.replace(listed[k], name=f"p{i}") for i, k in enumerate(picks)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=10_000)
@@ -110,18 +127,31 @@ def main() -> int:
         "more: one-GPU shares of other CPU sizes)",
     )
     parser.add_argument(
+        "--trace",
+        type=Path,
+        help="draw the pods from this pod list (e.g. ../shared/traces/openb_pod_list_default.csv) "
+        "and score with the class model learned from it, instead of the openb-like mix",
+    )
+    parser.add_argument(
         "--uncapped",
         action="store_true",
         help=f"keep every class the cut keeps, not at most {MAX_CLASSES} (the sidecar's cap)",
     )
     args = parser.parse_args()
     state = build_state(nodes(args.nodes))
-    state.gpu.fixed_classes = classes(args.classes, None if args.uncapped else MAX_CLASSES)
-    model_size = state.gpu.fixed_classes.size
     rows = state.live_rows()
     total_gpus = int(state.gpu.count[rows].sum())
+    if args.trace is not None:
+        model, drawn = trace_workload(args.trace, state.gpu.model_id, 10 * total_gpus, 1)
+        state.gpu.fixed_classes = model
+        n_seen = len({class_of(p, state.gpu.model_id) for p in load_pods(args.trace)})
+    else:
+        state.gpu.fixed_classes = classes(args.classes, None if args.uncapped else MAX_CLASSES)
+        drawn = pods(10 * total_gpus, seed=1)
+        n_seen = args.classes
+    model_size = state.gpu.fixed_classes.size
     print(f"{args.nodes} nodes, {total_gpus} GPUs; filling to ~50 % ...", file=sys.stderr)
-    stream = iter(pods(10 * total_gpus, seed=1))
+    stream = iter(drawn)
     uid = 0
 
     def place(
@@ -199,7 +229,8 @@ def main() -> int:
 
     report = {
         "nodes": args.nodes,
-        "classes_seen": args.classes,
+        "trace": str(args.trace) if args.trace else None,
+        "classes_seen": n_seen,
         "model_classes": model_size,
         "calls_warm": len(warm),
         "warm_p50_us": pct(warm, 50),
@@ -227,7 +258,7 @@ def main() -> int:
     }
     print(
         f"gpu-share gradient() at {args.nodes} nodes, one bind between calls; "
-        f"{args.classes} classes seen, a model of {model_size}"
+        f"{n_seen} classes seen, a model of {model_size}"
     )
     print(f"{'call':<34} {'calls':>6} {'p50 µs':>9} {'p99 µs':>9}")
     print(f"{'warm (memo, stale rows only)':<34} {len(warm):>6} {report['warm_p50_us']:>9} "
