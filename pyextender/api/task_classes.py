@@ -184,6 +184,11 @@ class LearnedClasses:
             self._stale = False
         return self._built
 
+    @property
+    def kept(self) -> int:
+        """Classes of the model as last built (0 before the first build)."""
+        return 0 if self._built is None else self._built.size
+
     def _due(self) -> bool:
         if self.version >= self._built_version * (1.0 + self.growth) + 1:
             return True

@@ -151,6 +151,13 @@ class GpuState(SharedUntilWritten):
             return self.fixed_classes
         return self.learned.classes()
 
+    def classes_kept(self) -> int:
+        """Classes of the model in use, without rebuilding it (a metrics scrape reads
+        this): the fixed model's, or the learned model's as last built (0 before)."""
+        if self.fixed_classes is not None:
+            return self.fixed_classes.size
+        return self.learned.kept
+
     def model_id(self, model: str) -> int:
         """Interned id of a GPU model name (bit position in TaskClass.model_mask)."""
         mid = self._model_ids.get(model)

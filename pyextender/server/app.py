@@ -173,6 +173,8 @@ def read_cache_gauges(cache: ClusterCache, metrics: Metrics) -> None:
     metrics.cache_nodes.set_function(lambda: len(cache.state.index))
     metrics.cache_pods.set_function(lambda: len(cache.state.pods))
     metrics.cache_pending_pods.set_function(lambda: len(cache.pending))
+    metrics.task_classes.labels("seen").set_function(lambda: len(cache.state.gpu.learned.counts))
+    metrics.task_classes.labels("kept").set_function(lambda: cache.state.gpu.classes_kept())
     for resource in gpu_resources():
         for which, state in enumerate(("allocatable", "allocated")):
             metrics.cache_gpus.labels(resource, state).set_function(

@@ -180,6 +180,15 @@ class Metrics:
             registry=r,
         )
 
+        self.task_classes = Gauge(
+            "pyextender_task_classes",
+            "Task classes of the workload model gpu-share scores fragmentation with: "
+            "distinct classes seen in the pods counted (state seen) and classes in the "
+            "model in use (state kept: 95 % of pods, CPU-only as one, at most 64).",
+            ["state"],
+            registry=r,
+        )
+
         self.leader = Gauge(
             "pyextender_leader",
             "1 while this replica holds the scheduler Lease and runs the actions.",

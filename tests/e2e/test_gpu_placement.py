@@ -135,6 +135,11 @@ def test_4gpu_pod_lands_in_one_nvlink_domain(
         timeout=10,
     )
     assert metrics(url)[gauge.format(gpu_resource, "allocatable")] == 64.0
+    # the workload model gpu-share scored the 4-GPU pod with: learned from the pods the
+    # cache saw (the 1-, 8- and 4-GPU shapes at least), built by that scoring
+    seen = metrics(url)['pyextender_task_classes{state="seen"}']
+    kept = metrics(url)['pyextender_task_classes{state="kept"}']
+    assert seen >= 3 and 1 <= kept <= seen, (seen, kept)
 
 
 def test_gang_with_group_size_32_lands_in_one_supernode(

@@ -47,3 +47,19 @@ def test_a_scrape_shows_the_cache_as_it_is_now() -> None:
     cache.state.remove_node("b")
     assert _value(r, "pyextender_cache_nodes") == 1
     assert _value(r, "pyextender_cache_gpus", resource=GPU, state="allocatable") == 8
+
+
+def test_a_scrape_shows_the_task_class_model_without_rebuilding_it() -> None:
+    cache = ClusterCache()
+    metrics = Metrics()
+    read_cache_gauges(cache, metrics)
+    r = metrics.registry
+    gpu = cache.state.gpu
+    for cpu in (1000, 2000, 3000):  # one GPU shape asked with three CPU sizes
+        gpu.learn(cpu, 1000, 1, ())
+    for cpu in (500, 700):  # two CPU-only classes: one class in the model
+        gpu.learn(cpu, 0, 0, ())
+    assert _value(r, "pyextender_task_classes", state="seen") == 5
+    assert _value(r, "pyextender_task_classes", state="kept") == 0  # not built yet
+    assert gpu.classes().size == 4
+    assert _value(r, "pyextender_task_classes", state="kept") == 4
