@@ -108,9 +108,10 @@ GPU milli as fragmented (FGD's F_n(m)) and they differ only in weight."""
 MAX_CLASSES = 64
 """The learned model keeps at most this many classes, the most frequent first. The
 FGD kernel's work per row grows with the classes (bench/gpu_share_calls.py
---classes): at 10,000 nodes a model of 300 classes took 42 ms to rebuild and 12 ms
-for each new pod shape, where 10 classes take about 1 ms. A cluster whose pods ask
-for many CPU sizes would reach that many: every (CPU, GPU share) pair is a class."""
+--classes): at 10,000 nodes a model of 300 classes took 33 ms to fill emptied caches
+and 12 ms for each new pod shape, where 10 classes take about 1.2 and 0.5 ms. A
+cluster whose pods ask for many CPU sizes would reach that many: every (CPU, GPU
+share) pair is a class."""
 
 
 def select_classes(

@@ -10,6 +10,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from pyextender.api.task_classes import MAX_CLASSES
+
 # seconds; extender verbs are expected well under 2 ms, binds take longer
 _BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5)
 
@@ -184,7 +186,7 @@ class Metrics:
             "pyextender_task_classes",
             "Task classes of the workload model gpu-share scores fragmentation with: "
             "distinct classes seen in the pods counted (state seen) and classes in the "
-            "model in use (state kept: 95 % of pods, CPU-only as one, at most 64).",
+            f"model in use (state kept: 95 % of pods, CPU-only as one, at most {MAX_CLASSES}).",
             ["state"],
             registry=r,
         )
