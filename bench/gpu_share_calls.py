@@ -104,15 +104,17 @@ def pods(count: int, seed: int) -> list[PodRow]:
 
 def trace_workload(
     path: Path, model_id: Callable[[str], int], count: int, seed: int
-) -> tuple[TaskClasses, list[PodRow]]:
+) -> tuple[TaskClasses, int, list[PodRow]]:
     """A pod list of the openb family: the class model the sidecar would learn from
-    its pods (95 % of pods, CPU-only as one, at most MAX_CLASSES), and ``count`` pods
-    drawn from it uniformly."""
+    its pods (95 % of pods, CPU-only as one, at most MAX_CLASSES), the classes its pods
+    have, and ``count`` pods drawn from it uniformly."""
     listed = load_pods(path)
-    model = select_classes(Counter(class_of(p, model_id) for p in listed), limit=MAX_CLASSES)
+    counts = Counter(class_of(p, model_id) for p in listed)
+    model = select_classes(counts, limit=MAX_CLASSES)
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(listed), size=count).tolist()
-    return model, [dataclasses.replace(listed[k], name=f"p{i}") for i, k in enumerate(picks)]
+    drawn = [dataclasses.replace(listed[k], name=f"p{i}") for i, k in enumerate(picks)]
+    return model, len(counts), drawn
 
 
 def main() -> int:
@@ -142,9 +144,8 @@ def main() -> int:
     rows = state.live_rows()
     total_gpus = int(state.gpu.count[rows].sum())
     if args.trace is not None:
-        model, drawn = trace_workload(args.trace, state.gpu.model_id, 10 * total_gpus, 1)
+        model, n_seen, drawn = trace_workload(args.trace, state.gpu.model_id, 10 * total_gpus, 1)
         state.gpu.fixed_classes = model
-        n_seen = len({class_of(p, state.gpu.model_id) for p in load_pods(args.trace)})
     else:
         state.gpu.fixed_classes = classes(args.classes, None if args.uncapped else MAX_CLASSES)
         drawn = pods(10 * total_gpus, seed=1)

@@ -33,6 +33,12 @@ class TaskClass:
     model_mask: int = 0
 
 
+def by_frequency(counts: Mapping[TaskClass, int]) -> list[TaskClass]:
+    """The classes, most frequent first; ties by GPU count, milli and CPU, then as given
+    (a stable sort), so that every selection and model is the same for the same counts."""
+    return sorted(counts, key=lambda c: (-counts[c], c.num_gpu, c.gpu_milli, c.cpu_milli))
+
+
 @dataclass(frozen=True, slots=True)
 class TaskClasses:
     """Classes as parallel int64 arrays, ready for the kernels."""
@@ -60,10 +66,7 @@ class TaskClasses:
     @staticmethod
     def build(counts: Mapping[TaskClass, int]) -> TaskClasses:
         """Arrays from class -> count, most frequent first (ties by class for determinism)."""
-        items = sorted(
-            counts.items(),
-            key=lambda kv: (-kv[1], kv[0].num_gpu, kv[0].gpu_milli, kv[0].cpu_milli),
-        )
+        items = [(c, counts[c]) for c in by_frequency(counts)]
 
         def col(get: Iterable[int]) -> I64:
             return np.fromiter(get, dtype=np.int64, count=len(items))
@@ -123,8 +126,7 @@ def select_classes(
     total = sum(counts.values())
     kept: dict[TaskClass, int] = {}
     covered = 0
-    keys = sorted(counts, key=lambda c: (-counts[c], c.num_gpu, c.gpu_milli, c.cpu_milli))
-    for cls in keys:
+    for cls in by_frequency(counts):
         if total and covered >= coverage * total:
             break
         n = counts[cls]
@@ -133,8 +135,7 @@ def select_classes(
             cls = CPU_ONLY
         kept[cls] = kept.get(cls, 0) + n
     if limit is not None and len(kept) > limit:
-        order = sorted(kept, key=lambda c: (-kept[c], c.num_gpu, c.gpu_milli, c.cpu_milli))
-        kept = {c: kept[c] for c in order[:limit]}
+        kept = {c: kept[c] for c in by_frequency(kept)[:limit]}
     return TaskClasses.build(kept)
 
 
