@@ -40,6 +40,8 @@ SCORE_AT = len(_SCORE_HEAD)
 """Column of a score's two characters in a host record (same for every node)."""
 DIGITS: U8 = np.frombuffer(b"".join(f"{s:>2}".encode() for s in range(11)), np.uint8).reshape(11, 2)
 """Row s: the two characters of score s (0..10), space-padded on the left."""
+_TENS: U8 = np.ascontiguousarray(DIGITS[:, 0])
+_UNITS: U8 = np.ascontiguousarray(DIGITS[:, 1])
 
 
 class ExtenderArgsWire(msgspec.Struct):
@@ -150,10 +152,25 @@ def unknown_scores(names: list[str]) -> bytes:
     return b"".join(b',{"Host":' + _encode(n) + b',"Score":0}' for n in names)
 
 
-def host_scores(hosts: U8, scores: npt.NDArray[np.int64], tail: bytes) -> bytes:
-    """The prioritize reply: one host record per row with its score (0..10)."""
-    if hosts.shape[0] == 0:
+def host_scores(
+    hosts: U8, rows: npt.NDArray[np.int64], scores: npt.NDArray[np.int64], tail: bytes
+) -> bytes:
+    """The prioritize reply: the host record of each of ``rows`` with its score
+    (0..10), then ``tail`` (``,``-led records), written once into one buffer. The
+    score's two characters go in as two columns: assigning the (n, 2) block from a
+    gathered (n, 2) array took 4x as long at 5,000 nodes (83 against 21 us)."""
+    n = rows.shape[0]
+    if n == 0:
         return b"[" + tail[1:] + b"]"
-    out = hosts.copy()
-    out[:, SCORE_AT : SCORE_AT + 2] = DIGITS[np.clip(scores, 0, 10)]
-    return b"[" + out.tobytes()[:-1] + tail + b"]"
+    width = hosts.shape[1]
+    end = n * width  # the last record's trailing comma: the tail starts there
+    out = np.empty(end + len(tail) + 1, dtype=np.uint8)
+    out[0] = ord("[")
+    records = out[1 : end + 1].reshape(n, width)
+    np.take(hosts, rows, axis=0, out=records)
+    digits = np.clip(scores, 0, 10)
+    records[:, SCORE_AT] = _TENS[digits]
+    records[:, SCORE_AT + 1] = _UNITS[digits]
+    out[end : end + len(tail)] = np.frombuffer(tail, dtype=np.uint8)
+    out[-1] = ord("]")
+    return out.tobytes()

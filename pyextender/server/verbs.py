@@ -466,7 +466,7 @@ class Extender:
             self._decide(
                 pod.key, "prioritize", best=known[best], score=int(ext[best]), nodes=len(known)
             )
-        return host_scores(records.hosts[rows], ext, unknown_scores(unknown))
+        return host_scores(records.hosts, rows, ext, unknown_scores(unknown))
 
     async def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
         """kube-scheduler's victim proposals, minus the nodes our rules forbid.

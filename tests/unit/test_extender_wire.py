@@ -16,7 +16,12 @@ from pyextender.cache.cluster import ClusterCache
 from pyextender.cache.state import tie_rank
 from pyextender.framework.runtime import build_profile
 from pyextender.plugins.defaults import load, plugins_of
-from pyextender.server.extender_wire import ExtenderArgsWire
+from pyextender.server.extender_wire import (
+    ExtenderArgsWire,
+    RowRecords,
+    host_scores,
+    unknown_scores,
+)
 from pyextender.server.metrics import Metrics
 from pyextender.server.verbs import Extender
 
@@ -104,6 +109,25 @@ def test_wire_reply_equals_struct_reply(seed: int, verb: str, pick: bool) -> Non
                 "FailedAndUnresolvableNodes",
                 "Error",
             }
+
+
+def test_host_scores_writes_every_score_and_the_tail() -> None:
+    ext, _ = _cluster(2, 14)
+    records = RowRecords.build(ext.cache.state)
+    rows = np.asarray([13, 0, 7, 7, 2, 11, 5, 1, 9, 3, 12, 4, 6], dtype=np.int64)
+    scores = np.asarray([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, -3, 12], dtype=np.int64)
+    row_names = ext.cache.state.node_names
+    for tail_names in ([], ["ghost-a", 'gh"ost']):
+        got = json.loads(host_scores(records.hosts, rows, scores, unknown_scores(tail_names)))
+        want = [
+            {"Score": min(max(s, 0), 10), "Host": row_names[r]}
+            for r, s in zip(rows.tolist(), scores.tolist(), strict=True)
+        ] + [{"Host": n, "Score": 0} for n in tail_names]
+        assert got == want
+    assert json.loads(host_scores(records.hosts, rows[:0], scores[:0], b"")) == []
+    assert json.loads(host_scores(records.hosts, rows[:0], scores[:0], unknown_scores(["x"]))) == [
+        {"Host": "x", "Score": 0}
+    ]
 
 
 def test_empty_and_absent_lists() -> None:
