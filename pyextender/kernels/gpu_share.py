@@ -42,23 +42,25 @@ NO_FIT = -(2**62)
 
 
 def weighted_frag(
-    c: Any, total: Any, cnt: Any, low: Any, m_count: Any, cls_num: Any, cls_cpu: Any,
-    cls_mask: Any, cls_milli: Any, cls_w: Any, mid: Any, cpu_fed: Any,
+    c: Any, total: Any, gpu: Any, at: Any, n_u: Any, per_u: Any, m_count: Any, cls_num: Any,
+    cls_cpu: Any, cls_mask: Any, cls_milli: Any, cls_w: Any, mid: Any, cpu_fed: Any,
 ) -> Any:  # fmt: skip
-    """W of a row whose GPUs leave ``cnt[m]`` fitting and ``low[m]`` milli on the others
-    for class m, with ``c`` milli-cores free: Σ_m w_m F(m), where F(m) is all ``total``
-    free milli when m cannot run there, else the milli on GPUs too small for it (plus,
-    with cpu_fed, what the free CPU cannot feed). In a kernel: compiled (overload below)."""
+    """W of a row whose GPUs leave ``gpu[at + q]`` fitting and ``gpu[at + n_u + q]`` milli
+    on the others for the classes of distinct milli q (``per_u[m]``), with ``c``
+    milli-cores free: Σ_m w_m F(m), where F(m) is all ``total`` free milli when m cannot
+    run there, else the milli on GPUs too small for it (plus, with cpu_fed, what the free
+    CPU cannot feed). In a kernel: compiled (overload below)."""
     w = 0
     for m in range(m_count):
-        ok = cls_num[m] > 0 and c >= cls_cpu[m] and cnt[m] >= cls_num[m]
+        q = at + per_u[m]
+        ok = cls_num[m] > 0 and c >= cls_cpu[m] and gpu[q] >= cls_num[m]
         if ok and cls_mask[m] != 0:
             ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
         v = total
         if ok:
-            v = low[m]
+            v = gpu[q + n_u]
             if cpu_fed == 1 and cls_cpu[m] > 0:
-                starved = total - low[m] - (c // cls_cpu[m]) * cls_milli[m] * cls_num[m]
+                starved = total - v - (c // cls_cpu[m]) * cls_milli[m] * cls_num[m]
                 if starved > 0:
                     v += starved
         w += cls_w[m] * v
@@ -66,8 +68,8 @@ def weighted_frag(
 
 
 def _weighted_frag_overload(
-    c: Any, total: Any, cnt: Any, low: Any, m_count: Any, cls_num: Any, cls_cpu: Any,
-    cls_mask: Any, cls_milli: Any, cls_w: Any, mid: Any, cpu_fed: Any,
+    c: Any, total: Any, gpu: Any, at: Any, n_u: Any, per_u: Any, m_count: Any, cls_num: Any,
+    cls_cpu: Any, cls_mask: Any, cls_milli: Any, cls_w: Any, mid: Any, cpu_fed: Any,
 ) -> Callable[..., Any]:  # fmt: skip
     # numba compiles the interpreter's function itself (same parameters)
     return weighted_frag
@@ -206,15 +208,17 @@ def fgd_loops(
             base_version[r] = version
             base_valid[r] = True
         total = base_total[r]
-        for m in range(m_count):
-            q = per_u[m]
-            cnt[m] = base_gpu[at + q]
-            low[m] = base_gpu[at + n_u + q]
+        # the classes read the row's GPU state in place (per_u[m]: their column of
+        # base_gpu); only a sharing pod's Δ, which reads it once per GPU value, copies
+        # it to cnt/low first. Copying every row, as before, cost more than the
+        # indirection saves on a row read once: the first call of a pod shape at 10k
+        # nodes 1.05 -> 0.88 ms (bench/gpu_share_calls.py --trace, openb default),
+        # at +0.2 ms when the class model is rebuilt (W before and Δ read it twice)
         if not (base_w_valid[r] and base_cpu[r] == c):
             n_base += 1
             base_before[r] = weighted_frag(
-                c, total, cnt, low, m_count, cls_num, cls_cpu, cls_mask, cls_milli, cls_w, mid,
-                cpu_fed,
+                c, total, base_gpu, at, n_u, per_u, m_count, cls_num, cls_cpu, cls_mask,
+                cls_milli, cls_w, mid, cpu_fed,
             )  # fmt: skip
             base_cpu[r] = c
             base_w_valid[r] = True
@@ -224,11 +228,12 @@ def fgd_loops(
         best_gpu = -1
         if req_num == 0:
             after = weighted_frag(
-                c2, total, cnt, low, m_count, cls_num, cls_cpu, cls_mask, cls_milli, cls_w, mid,
-                cpu_fed,
+                c2, total, base_gpu, at, n_u, per_u, m_count, cls_num, cls_cpu, cls_mask,
+                cls_milli, cls_w, mid, cpu_fed,
             )  # fmt: skip
             best = before - after
         elif req_num == 1 and u_req < MILLI:
+            copied = False
             for j in range(ng):
                 g = free_milli[base + j]
                 if g < u_req:
@@ -242,6 +247,12 @@ def fgd_loops(
                         break
                 if seen:
                     continue
+                if not copied:
+                    for m in range(m_count):
+                        q = per_u[m]
+                        cnt[m] = base_gpu[at + q]
+                        low[m] = base_gpu[at + n_u + q]
+                    copied = True
                 g2 = g - u_req
                 after = 0
                 for m in range(m_count):
@@ -278,19 +289,20 @@ def fgd_loops(
                 if free_milli[base + j] >= MILLI:
                     whole += 1
             if whole >= req_num and u_req <= MILLI:
-                # wholly free GPUs count in cnt[m] for every class (u_m ≤ MILLI) and
-                # are not in low[m]; afterwards they hold 0 milli
+                # wholly free GPUs count as fitting for every class (u_m ≤ MILLI) and
+                # are not in its low milli; afterwards they hold 0 milli
                 after = 0
                 for m in range(m_count):
-                    ok = cls_num[m] > 0 and c2 >= cls_cpu[m] and cnt[m] - req_num >= cls_num[m]
+                    q = at + per_u[m]
+                    ok = cls_num[m] > 0 and c2 >= cls_cpu[m] and base_gpu[q] - req_num >= cls_num[m]
                     if ok and cls_mask[m] != 0:
                         ok = mid >= 0 and ((cls_mask[m] >> mid) & 1) == 1
                     v = total - req_num * MILLI
                     if ok:
-                        v = low[m]
+                        v = base_gpu[q + n_u]
                         if cpu_fed == 1 and cls_cpu[m] > 0:
                             fed = (c2 // cls_cpu[m]) * cls_milli[m] * cls_num[m]
-                            starved = total - req_num * MILLI - low[m] - fed
+                            starved = total - req_num * MILLI - v - fed
                             if starved > 0:
                                 v += starved
                     after += cls_w[m] * v
