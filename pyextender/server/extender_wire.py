@@ -167,7 +167,9 @@ def host_scores(
     out = np.empty(end + len(tail) + 1, dtype=np.uint8)
     out[0] = ord("[")
     records = out[1 : end + 1].reshape(n, width)
-    np.take(hosts, rows, axis=0, out=records)
+    # rows are the state's own (rows_of): in range. "clip" writes straight into
+    # ``records``; the default "raise" gathers into a temporary first (24 -> 15 us)
+    np.take(hosts, rows, axis=0, out=records, mode="clip")
     digits = np.clip(scores, 0, 10)
     records[:, SCORE_AT] = _TENS[digits]
     records[:, SCORE_AT + 1] = _UNITS[digits]
