@@ -31,6 +31,7 @@ from numba.extending import overload
 from pyextender.api.task_classes import TaskClasses
 from pyextender.kernels.jit import LoopKernel, compile_kernel
 
+I8 = npt.NDArray[np.int8]
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -114,9 +115,9 @@ def fgd_loops(
     memo_valid: npt.NDArray[np.bool_],  # [cap] this pod shape's Δ per row (below)
     memo_version: I64,  # [cap]
     memo_cpu: I64,  # [cap]
-    memo_milli: I64,  # [cap] the pod's milli-GPU on the row when computed
+    memo_milli: I32,  # [cap] the pod's milli-GPU on the row when computed (≤ MILLI + 1)
     memo_delta: I64,  # [cap] best Δ, NO_FIT when the pod does not fit
-    memo_gpu: I32,  # [cap] GPU of the best Δ for a sharing pod, else -1
+    memo_gpu: I8,  # [cap] GPU of the best Δ for a sharing pod, else -1
     memo_score: F64,  # [cap] Δ / w_sum (milli-GPU), -inf for NO_FIT
     cnt: I64,  # scratch [M]
     low: I64,  # scratch [M]
@@ -168,12 +169,14 @@ def fgd_loops(
         r = rows[i]
         c = alloc[r * n_res + cpu_col] - used[r * n_res + cpu_col]
         u_req = req_milli[i]
+        # every share past one GPU fits nowhere (NO_FIT): one memo key for all of them
+        u_key = u_req if u_req <= MILLI else MILLI + 1
         version = row_version[r]
         if (
             memo_valid[r]
             and memo_version[r] == version
             and memo_cpu[r] == c
-            and memo_milli[r] == u_req
+            and memo_milli[r] == u_key
         ):
             out_before[i] = base_before[r]
             out_delta[i] = memo_delta[r]
@@ -313,7 +316,7 @@ def fgd_loops(
         memo_valid[r] = True
         memo_version[r] = version
         memo_cpu[r] = c
-        memo_milli[r] = u_req
+        memo_milli[r] = u_key
         memo_delta[r] = best
         memo_gpu[r] = best_gpu
         memo_score[r] = score
@@ -411,21 +414,23 @@ class FgdMemo:
     valid: npt.NDArray[np.bool_]
     version: I64
     cpu: I64
-    milli: I64
+    milli: I32
     delta: I64
-    gpu: I32
+    gpu: I8
     score: F64
 
-    ROW_BYTES: ClassVar[int] = 1 + 8 + 8 + 8 + 8 + 4 + 8
-    """Bytes per row of the seven arrays."""
+    ROW_BYTES: ClassVar[int] = 1 + 8 + 8 + 4 + 8 + 1 + 8
+    """Bytes per row of the seven arrays: the milli and GPU index in the narrowest
+    types that hold them, so a cluster's memo budget keeps more pod shapes
+    (plugins.gpu_share.memo_shapes)."""
 
     @staticmethod
     def empty(rows: int) -> FgdMemo:
         # only ``valid`` is read before written
         return FgdMemo(
             np.zeros(rows, dtype=np.bool_), np.empty(rows, dtype=np.int64),
-            np.empty(rows, dtype=np.int64), np.empty(rows, dtype=np.int64),
             np.empty(rows, dtype=np.int64), np.empty(rows, dtype=np.int32),
+            np.empty(rows, dtype=np.int64), np.empty(rows, dtype=np.int8),
             np.empty(rows, dtype=np.float64),
         )  # fmt: skip
 

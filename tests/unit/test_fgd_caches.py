@@ -118,6 +118,27 @@ def test_a_new_shape_reuses_the_rows_state_and_a_delta_recomputes_one_row() -> N
     assert call(SHAPES[1]) == (2, 1)  # rows 7 and 9
 
 
+def test_shares_past_one_gpu_fit_nowhere_and_share_one_memo_entry() -> None:
+    """A memory share larger than a node's GPU memory needs more than MILLI on one GPU:
+    NO_FIT whatever the amount, so the memo keeps one key for all of them (it stores
+    the milli in 32 bits: 2**40 must not wrap onto a share that fits)."""
+    rng = np.random.default_rng(6)
+    n = 20
+    state = _rows(rng, n)
+    rows = np.arange(n, dtype=np.int64)
+    base = FgdBase.empty(CLASSES, False, n)
+    memo = FgdMemo.empty(n)
+    for milli, computed in ((1001, n), (2**40 + 500, 0), (5000, 0)):
+        req = np.full(n, milli, dtype=np.int64)
+        out = fgd_rows(state, rows, CLASSES, 4000, req, 1, base, memo)
+        assert (out.delta == NO_FIT).all() and (out.gpu == -1).all()
+        assert out.computed == computed
+    # 500 is 2**40 + 500 in 32 bits: computed, not taken from the NO_FIT entries
+    out = fgd_rows(state, rows, CLASSES, 4000, np.full(n, 500, np.int64), 1, base, memo)
+    assert out.computed == n
+    assert np.array_equal(out.delta, _full_scan(state, rows, (4000, 1, 500), False)[1])
+
+
 def test_a_model_rebuilt_with_the_same_milli_values_keeps_the_rows_gpu_state() -> None:
     """The learned model is rebuilt as its weights move (1 % growth of the pods seen, or
     10 s): W before depends on the weights, the GPU state of a row does not."""
