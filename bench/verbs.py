@@ -55,6 +55,10 @@ def node_doc(i: int) -> dict[str, Any]:
     return {"metadata": {"name": f"node-{i:05d}"}, "status": {"allocatable": alloc}}
 
 
+BENCH_GROUP = "j1"
+"""The PodGroup every pod of pod_doc names (churn's pending pods name their own)."""
+
+
 def pod_doc(name: str, gpus: int, node: str | None) -> dict[str, Any]:
     req = {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": str(gpus)}
     return {
@@ -63,7 +67,7 @@ def pod_doc(name: str, gpus: int, node: str | None) -> dict[str, Any]:
             "namespace": "bench",
             "uid": f"uid-{name}",
             "labels": {"app": "trainer", "job": "j1"},
-            "annotations": {"scheduling.k8s.io/group-name": "j1"},
+            "annotations": {"scheduling.k8s.io/group-name": BENCH_GROUP},
         },
         "spec": {
             "schedulerName": "volcano",
@@ -85,9 +89,37 @@ def pod_doc(name: str, gpus: int, node: str | None) -> dict[str, Any]:
     }
 
 
+def group_doc(name: str, min_member: int, phase: str | None) -> dict[str, Any]:
+    """A PodGroup in the bench's namespace (phase None: not yet admitted)."""
+    doc: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "bench", "uid": f"uid-pg-{name}"},
+        "spec": {"minMember": min_member, "queue": "default"},
+    }
+    if phase is not None:
+        doc["status"] = {"phase": phase}
+    return doc
+
+
+def check_reply(verb: str, reply: bytes, nodes: int) -> None:
+    """Stop the bench unless ``reply`` is the verb's real answer: a filter that filtered
+    (feasible nodes listed, no Error) or a prioritize that scored every node. A pod the
+    sidecar turns away (its PodGroup unknown, held at the barrier) is answered with an
+    Error at once, and timing that would time nothing."""
+    doc = json.loads(reply)
+    if verb == "prioritize":
+        if not isinstance(doc, list) or len(doc) != nodes:
+            raise SystemExit(f"prioritize: {len(doc)} scores for {nodes} nodes: {reply[:200]!r}")
+        return
+    if doc.get("Error") or not doc.get("NodeNames"):
+        raise SystemExit(f"{verb}: the reply filtered nothing: {reply[:300]!r}")
+
+
 def build_extender(nodes: int, pick: bool = False) -> Extender:
     cache = ClusterCache()
     cache.replace_nodes([node_doc(i) for i in range(nodes)])
+    # the measured pods' PodGroup, admitted: without it the filter answers "PodGroup
+    # does not exist (yet)" and places nothing
+    cache.group_event("ADDED", group_doc(BENCH_GROUP, 1, "Running"))
     rng = np.random.default_rng(1)
     pods = []
     for i in range(nodes):
@@ -138,12 +170,24 @@ async def churn(ext: Extender, nodes: int, rate: float, actions: Any) -> None:
         gpus = int(rng.integers(1, 3))
         cache.pod_event("ADDED", pod_doc(name, gpus, f"node-{int(rng.integers(0, nodes)):05d}"))
         running.append(f"uid-{name}")
+        # gangs of 4 pending pods, each with its PodGroup (not admitted: the cycles
+        # decide on them), gone with their last pod
+        group = f"g{tick // 4}"
+        if tick % 4 == 0:
+            cache.group_event("ADDED", group_doc(group, 4, None))
         doc = pod_doc(f"wait-{tick}", int(rng.integers(1, 9)), None)
-        doc["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": f"g{tick // 4}"}
+        doc["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": group}
         cache.pod_event("ADDED", doc)
         pending.append(doc)
         if len(pending) > 200:
-            cache.pod_event("DELETED", pending.pop(0))
+            gone = pending.pop(0)
+            cache.pod_event("DELETED", gone)
+            gone_group = gone["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
+            if not any(
+                p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == gone_group
+                for p in pending[:4]
+            ):
+                cache.group_event("DELETED", group_doc(gone_group, 4, None))
         if tick % 500 == 0:  # shows that the actions loop does run beside the verbs
             print(f"bench server: tick {tick}, {actions.cycles} action cycles", file=sys.stderr)
 
@@ -264,10 +308,12 @@ def churn_http(
             t0 = time.perf_counter()
             conn.request("POST", f"/{verb}", body=body.encode(), headers=headers)
             resp = conn.getresponse()
-            resp.read()
+            reply = resp.read()
             out[verb].append((time.perf_counter() - t0) * 1000)
             if resp.status != 200:
                 raise SystemExit(f"{verb}: HTTP {resp.status}")
+            if i == 0:
+                check_reply(verb, reply, len(names))
     return out
 
 
@@ -338,6 +384,11 @@ def run(nodes: int, requests: int) -> dict[str, Any]:
         for verb in VERBS:
             conn, ext = (cp, exts[True]) if verb == "pick" else (c, exts[False])
             path = "/prioritize" if verb == "prioritize" else "/filter"
+            conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+            check_reply(verb, conn.getresponse().read(), nodes)
+            wire = msgspec.json.Decoder(ExtenderArgsWire).decode(body)
+            fn = ext.prioritize_json if verb == "prioritize" else ext.filter_json
+            check_reply(verb, fn(wire), nodes)
             measure(conn, "POST", path, body, warm)
             t0 = time.perf_counter()
             lat = measure(conn, "POST", path, body, requests)
