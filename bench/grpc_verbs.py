@@ -46,7 +46,7 @@ from typing import Any
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from verbs import build_extender, free_port, pct, pod_doc
+from verbs import build_extender, check_reply, free_port, pct, pod_doc
 
 from pyextender.server.proto_gen.pyextender.v1 import scheduler_pb2 as pb
 
@@ -130,6 +130,17 @@ def _grpc(call: Any, body: bytes) -> float:
     t0 = time.perf_counter()
     call(body, timeout=10)
     return (time.perf_counter() - t0) * 1000
+
+
+def check_grpc_reply(verb: str, raw: bytes, nodes: int) -> None:
+    """Stop unless a Filter answered every node with some fitting, or a Score scored
+    every node (a status other than OK is the pod turned away)."""
+    reply = (pb.FilterResponse if verb == "filter" else pb.ScoreResponse).FromString(raw)
+    if reply.status.code != 0:
+        raise SystemExit(f"gRPC {verb}: status {reply.status.code} {reply.status.reason!r}")
+    column = reply.codes if verb == "filter" else reply.scores
+    if len(column) != nodes or (verb == "filter" and column.count(0) == 0):
+        raise SystemExit(f"gRPC {verb}: {len(column)} answers for {nodes} nodes, none fitting")
 
 
 SHIM_DIR = Path(__file__).resolve().parent.parent / "shim"
@@ -222,6 +233,15 @@ def run(nodes: int, requests: int, go_exe: Path | None = None) -> dict[str, Any]
                     gz.append((t2 - t1) * 1000)
             res["noop_http_p50_ms"], res["noop_http_p99_ms"] = pct(hz, 50), pct(hz, 99)
             res["noop_grpc_p50_ms"], res["noop_grpc_p99_ms"] = pct(gz, 50), pct(gz, 99)
+            # the replies timed must be real answers, not a pod turned away at once
+            for verb, (path, call, body) in pairs.items():
+                c.request(
+                    "POST", path, body=http_body, headers={"Content-Type": "application/json"}
+                )
+                check_reply(
+                    "prioritize" if verb == "score" else "filter", c.getresponse().read(), nodes
+                )
+                check_grpc_reply(verb, call(body, timeout=10), nodes)
             for verb, (path, call, body) in pairs.items():
                 for _ in range(warm):
                     _http(c, path, http_body)

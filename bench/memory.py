@@ -45,7 +45,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from verbs import NoWrites, node_doc, pod_doc
+from verbs import NoWrites, check_reply, node_doc, pod_doc
 
 from pyextender.api.informer import PAGE_SIZE, Informer
 from pyextender.api.resources import PYEXTENDER_GPU_MILLI
@@ -145,13 +145,20 @@ def client(port: int, nodes: int, seconds: float) -> None:
     end = time.monotonic() + seconds
     i = 0
     while time.monotonic() < end:
-        body = json.dumps({"Pod": varied_pod(10**7 + i, nodes), "NodeNames": names})
+        pod = varied_pod(10**7 + i, nodes)
+        # a pod of no gang: one naming a PodGroup the cache lacks is turned away at
+        # once (filter answers an Error), which would load nothing
+        del pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
+        pod["spec"]["nodeName"] = None
+        body = json.dumps({"Pod": pod, "NodeNames": names})
         for verb in ("filter", "prioritize"):
             conn.request("POST", f"/{verb}", body=body.encode(), headers=headers)
             resp = conn.getresponse()
-            resp.read()
+            reply = resp.read()
             if resp.status != 200:
                 raise SystemExit(f"{verb}: HTTP {resp.status}")
+            if i == 0:
+                check_reply(verb, reply, nodes)
         i += 1
     print(json.dumps({"pairs": i}))
 
