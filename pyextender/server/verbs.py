@@ -342,7 +342,6 @@ class Extender:
         codes = outcome.codes
         table = outcome.table
         ridx = outcome.reason_idx
-        quoted = records.quoted[rows]
         ok = codes == _SUCCESS
         feasible = int(np.count_nonzero(ok))
         if self.pick_node:
@@ -361,13 +360,17 @@ class Extender:
         return b"".join(
             (
                 b'{"Nodes":null,"NodeNames":',
-                name_list(quoted[ok]),
+                name_list(records.named, rows[ok]),
                 b',"FailedNodes":',
                 reason_map(
-                    quoted[unsched], ridx[unsched], table, unknown_failed(unknown, NOT_IN_CACHE)
+                    records.quoted,
+                    rows[unsched],
+                    ridx[unsched],
+                    table,
+                    unknown_failed(unknown, NOT_IN_CACHE),
                 ),
                 b',"FailedAndUnresolvableNodes":',
-                reason_map(quoted[unres], ridx[unres], table, b""),
+                reason_map(records.quoted, rows[unres], ridx[unres], table, b""),
                 b',"Error":""}',
             )
         )
