@@ -141,21 +141,13 @@ def reason_map(
     width = quoted.shape[1]
     names = quoted.view(f"V{width}").reshape(-1)
     present = np.flatnonzero(np.bincount(reason_ids, minlength=len(table))).tolist()
-    tails = [b":" + _encode(table[r]) + b"," for r in present]
-    size = (
-        1
-        + len(extra)
-        + sum(
-            int(np.count_nonzero(reason_ids == r)) * (width + len(t))
-            for r, t in zip(present, tails, strict=True)
-        )
-    )
+    groups = [(b":" + _encode(table[r]) + b",", rows[reason_ids == r]) for r in present]
+    size = 1 + len(extra) + sum(sel.shape[0] * (width + len(t)) for t, sel in groups)
     out = np.empty(size, dtype=np.uint8)
     out[0] = ord("{")
     at = 1 + len(extra)
     out[1:at] = np.frombuffer(extra, dtype=np.uint8)
-    for r, tail in zip(present, tails, strict=True):
-        sel = rows[reason_ids == r]
+    for tail, sel in groups:
         item = width + len(tail)
         entries = out[at : at + sel.shape[0] * item].view(
             np.dtype({"names": ["name", "tail"], "formats": [f"V{width}", f"V{len(tail)}"],

@@ -20,6 +20,9 @@ from pyextender.server.extender_wire import (
     ExtenderArgsWire,
     RowRecords,
     host_scores,
+    name_list,
+    reason_map,
+    unknown_failed,
     unknown_scores,
 )
 from pyextender.server.metrics import Metrics
@@ -128,6 +131,27 @@ def test_host_scores_writes_every_score_and_the_tail() -> None:
     assert json.loads(host_scores(records.hosts, rows[:0], scores[:0], unknown_scores(["x"]))) == [
         {"Host": "x", "Score": 0}
     ]
+
+
+def test_name_list_and_reason_map_write_the_rows_asked_for() -> None:
+    ext, _ = _cluster(3, 12)
+    records = RowRecords.build(ext.cache.state)
+    row_names = ext.cache.state.node_names
+    rows = np.asarray([11, 2, 7, 0, 5, 9, 3], dtype=np.int64)
+    assert json.loads(name_list(records.named, rows)) == [row_names[r] for r in rows.tolist()]
+    assert json.loads(name_list(records.named, rows[:0])) == []
+    table = ["", "Insufficient cpu", 'a "quoted" reason', "x" * 90]
+    ids = np.asarray([1, 3, 1, 2, 3, 3, 1], dtype=np.int32)
+    extra = unknown_failed(["ghost", 'gh"ost'], "not in the cache")
+    got = json.loads(reason_map(records.quoted, rows, ids, table, extra))
+    want = {row_names[r]: table[i] for r, i in zip(rows.tolist(), ids.tolist(), strict=True)}
+    want |= {"ghost": "not in the cache", 'gh"ost': "not in the cache"}
+    assert got == want
+    assert json.loads(reason_map(records.quoted, rows[:0], ids[:0], table, extra)) == {
+        "ghost": "not in the cache",
+        'gh"ost': "not in the cache",
+    }
+    assert json.loads(reason_map(records.quoted, rows[:0], ids[:0], table, b"")) == {}
 
 
 def test_empty_and_absent_lists() -> None:
