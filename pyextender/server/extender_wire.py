@@ -133,8 +133,8 @@ def reason_map(
     Entries come grouped by reason (a JSON object's order carries nothing): each group
     is its names gathered as fixed-width items with one ``:"reason",`` tail broadcast
     after them, so no entry is padded to the longest reason, and a row costs one
-    gather rather than the 2-D copies of a padded matrix (3,000 failed nodes: ~330 ->
-    ~40 us)."""
+    gather rather than the 2-D copies of a padded matrix (1,860 failed nodes of 5,000:
+    100 -> 55 us, with the gather of their names the caller used to make)."""
     n = rows.shape[0]
     if n == 0:
         return b"{" + extra[:-1] + b"}"
