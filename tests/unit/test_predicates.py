@@ -46,7 +46,12 @@ def test_fit_codes_and_reasons_equal_a_row_by_row_reading(seed: int, cap: int) -
     used = np.minimum(alloc, rng.integers(0, 9, (cap, len(RESOURCES)))).astype(np.int64)
     need = rng.integers(0, 6, len(RESOURCES)) * (rng.random(len(RESOURCES)) < 0.6)
     state = SimpleNamespace(
-        alloc=alloc, used=used, resources=RESOURCES, schedulable=rng.random(cap) < 0.85
+        alloc=alloc,
+        used=used,
+        alloc_by_col=np.ascontiguousarray(alloc.T),
+        free_by_col=np.ascontiguousarray((alloc - used).T),
+        resources=RESOURCES,
+        schedulable=rng.random(cap) < 0.85,
     )
     rows = rng.permutation(cap)[: int(rng.integers(1, cap + 1))].astype(np.int64)
     ctx = SimpleNamespace(state=state, request=need.astype(np.int64))

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from pyextender.cache.state import ClusterState
 from pyextender.framework.interfaces import PodContext
 from pyextender.framework.runtime import Profile
 from pyextender.framework.status import Code
@@ -177,3 +180,41 @@ def test_protocol_checks_are_remembered_per_plugin_class() -> None:
     assert implements(a, SessionOpener) and implements(b, SessionOpener)
     assert implements(a, JobOrderKey) == isinstance(a, JobOrderKey)
     assert not implements(object(), SessionOpener)
+
+
+def _mirrors_agree(s: ClusterState) -> None:
+    assert np.array_equal(s.alloc_by_col, s.alloc.T)
+    assert np.array_equal(s.free_by_col, (s.alloc - s.used).T)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 6), st.integers(0, 3)), max_size=40))
+def test_column_major_mirrors_follow_every_node_and_pod_change(
+    ops: list[tuple[int, int, int]],
+) -> None:
+    """alloc_by_col and free_by_col equal alloc and alloc - used, transposed, after
+    any run of node adds/updates/removals (rows reused, capacity grown), pod adds,
+    moves and removals, newly seen extended resources, and in a reading copy whose
+    original keeps changing."""
+    s = state(node("n0", gpus=2))
+    snap = s.snapshot()
+    frozen = (snap.alloc_by_col.copy(), snap.free_by_col.copy())
+    for op, a, b in ops:
+        if op == 0:
+            s.set_node(node(f"n{a}", cpu=str(2 + b), gpus=2 * b))
+        elif op == 1:
+            s.remove_node(f"n{a}")
+        elif op == 2:
+            s.add_pod(pod(f"p{b}", cpu=str(b), gpus=b % 2), f"n{a}")
+        elif op == 3:
+            s.remove_pod(f"uid-p{b}")
+        elif op == 4:
+            s.vector({f"example.com/r{b}": 1})  # a new column
+        else:
+            extra = node(f"n{a}", cpu="4")
+            s.set_node(extra)
+            s.add_pod(pod(f"q{b}", cpu="1"), extra.name)
+        _mirrors_agree(s)
+    _mirrors_agree(snap)
+    assert np.array_equal(snap.alloc_by_col, frozen[0])
+    assert np.array_equal(snap.free_by_col, frozen[1])
