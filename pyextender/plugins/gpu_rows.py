@@ -56,10 +56,9 @@ def fgd_input(ctx: PodContext, rows: IntArray) -> FgdInput:
     """Kernel input for the rows: free CPU (milli-cores) and the GPU arrays."""
     state = ctx.state
     gpu = state.gpu
-    cpu_col = state.column[CPU]
-    free_cpu = state.alloc[rows, cpu_col] - state.used[rows, cpu_col]
+    free_cpu: I64 = np.take(state.free_by_col[state.column[CPU]], rows)
     return FgdInput(
-        free_cpu=free_cpu.astype(np.int64),
+        free_cpu=free_cpu,
         free_milli=gpu.free_milli[rows],
         count=np.where(gpu.usable[rows], gpu.count[rows], 0).astype(np.int32),
         model=gpu.model[rows],

@@ -39,6 +39,11 @@ from pyextender.plugins.gpu_rows import (
     pod_cpu,
 )
 
+_CODE_OF_REASON = np.array(
+    [Code.SUCCESS, Code.UNSCHEDULABLE, Code.UNRESOLVABLE, Code.UNRESOLVABLE], dtype=np.int8
+)
+"""filter's code for each of its reason ids: none, short, never fits, GPUs unusable."""
+
 SCALE_MILLI = 1000.0
 """Δ (milli-GPU) that moves the score from 50 to 73: the sigmoid's temperature (FGD's)."""
 
@@ -148,8 +153,6 @@ class GpuShare:
         if demand.none:
             return FilterResult.all_pass(n)
         gpu = ctx.state.gpu
-        codes = np.zeros(n, dtype=np.int8)
-        reason_ids = np.zeros(n, dtype=np.int32)
         count = gpu.count[rows]
         usable = gpu.usable[rows]
         if demand.whole:
@@ -173,12 +176,12 @@ class GpuShare:
             never = np.logical_or(count == 0, milli > MILLI)
         reasons.append("GPU topology annotation is invalid; GPUs unusable")
         broken = ~usable & (count > 0)
-        codes[short] = Code.UNSCHEDULABLE
-        reason_ids[short] = 1
-        codes[never] = Code.UNRESOLVABLE
-        reason_ids[never] = 2
-        codes[broken] = Code.UNRESOLVABLE
-        reason_ids[broken] = 3
+        # the later reason wins; np.putmask over the rows, where boolean-mask
+        # assignment of codes and reasons apart cost ~2x at 5,000 rows
+        reason_ids = short.astype(np.int32)
+        np.putmask(reason_ids, never, 2)
+        np.putmask(reason_ids, broken, 3)
+        codes = np.take(_CODE_OF_REASON, reason_ids)
         return FilterResult(codes=codes, reason_ids=reason_ids, reasons=reasons)
 
     def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:

@@ -19,8 +19,8 @@ MAX_GPU = 8_000.0  # milli-GPU
 
 
 def _free_cpu(ctx: PodContext, rows: IntArray) -> FloatArray:
-    col = ctx.state.column["cpu"]
-    result: FloatArray = (ctx.state.alloc[rows, col] - ctx.state.used[rows, col]).astype(np.float64)
+    free = ctx.state.free_by_col[ctx.state.column["cpu"]]
+    result: FloatArray = np.take(free, rows).astype(np.float64)
     return result
 
 

@@ -284,3 +284,40 @@ def test_of_equal_scores_a_node_in_use_goes_first_then_the_fixed_order() -> None
     asked.clear()
     assert first_of_best(np.asarray([1.0, 2.0]), rank[:2], idle_of([True, True])) == 1
     assert asked == []
+
+
+def test_gpu_share_filter_codes_and_reasons_per_row() -> None:
+    """Each row's code and reason: fits, too few free now (UNSCHEDULABLE), too few on
+    the node or none (UNRESOLVABLE), an invalid topology annotation (UNRESOLVABLE,
+    winning over the others)."""
+    state = _state([("ok", ""), ("busy", "")])
+    _bind(state, "busy", "b1", "0,1,2,3,4,5")
+    state.set_node(NodeInfo("two", {CPU: 8000, GPU: 2, "pods": 110}))
+    state.set_node(NodeInfo("none", {CPU: 8000, "pods": 110}))
+    state.set_node(NodeInfo("broken", {CPU: 8000, GPU: 8, "pods": 110},
+                            annotations={names.GPU_TOPOLOGY_ANNOTATION: "{not json"}))  # fmt: skip
+    share = gpu_share.GpuShare(gpu_share.Args())
+    rows = np.asarray([state.index[n] for n in ("ok", "busy", "two", "none", "broken")])
+    out = share.filter(_ctx(state, _pod("w", {GPU: 4})), rows)
+    ok, now, never = Code.SUCCESS, Code.UNSCHEDULABLE, Code.UNRESOLVABLE
+    assert out.codes.tolist() == [ok, now, never, never, never]
+    assert [out.reasons[i] for i in out.reason_ids.tolist()] == [
+        "",
+        "fewer than 4 wholly free GPUs (nvidia.com/gpu)",
+        "node has fewer than 4 GPUs (nvidia.com/gpu)",
+        "node has fewer than 4 GPUs (nvidia.com/gpu)",
+        "GPU topology annotation is invalid; GPUs unusable",
+    ]
+    state.gpu.fixed_classes = None
+    for g in range(6, 8):  # busy: its last two GPUs 900 milli used
+        state.add_pod(_pod(f"s{g}", {}, {PYEXTENDER_GPU_MILLI: "900",
+                                          names.GPU_INDEX_ANNOTATION: str(g)}), "busy")  # fmt: skip
+    out = share.filter(_ctx(state, _pod("s", {}, {PYEXTENDER_GPU_MILLI: "300"})), rows)
+    assert out.codes.tolist() == [ok, now, ok, never, never]
+    assert [out.reasons[i] for i in out.reason_ids.tolist()] == [
+        "",
+        "no GPU with 300 milli-GPU free",
+        "",
+        "no GPU can hold 300 milli-GPU (none, or GPU memory unknown or too small)",
+        "GPU topology annotation is invalid; GPUs unusable",
+    ]
