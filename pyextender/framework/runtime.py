@@ -78,25 +78,32 @@ class Profile:
         codes = np.zeros(n, dtype=np.int8)
         reason_idx = np.zeros(n, dtype=np.int32)
         table = [""]
-        alive = np.arange(n)  # positions in rows still feasible
-        current = rows  # rows[alive], gathered once each time alive narrows
+        # positions in rows still feasible (None: all of them), and those rows,
+        # gathered once each time they narrow
+        alive: IntArray | None = None
+        current = rows
         for plugin in self.filters:
-            if alive.shape[0] == 0:
+            if current.shape[0] == 0:
                 break
             start = time.perf_counter()
             result = plugin.filter(ctx, current)
             self.observe(plugin.name, "filter", time.perf_counter() - start)
+            # np.count_nonzero first (Code.SUCCESS is 0): most plugins fail no row, and
+            # it costs ~0.5 µs where (codes == 0).all() costs ~3 (the one-row checks at
+            # bind and Reserve are mostly such fixed costs). Then positions through
+            # np.flatnonzero of a bool array: an int8 array's nonzero, or a boolean mask
+            # index, take 2-3x as long at 5,000 rows.
+            if not np.count_nonzero(result.codes):
+                continue
             ok = result.codes == _SUCCESS
-            if not ok.all():
-                # positions through np.flatnonzero of a bool array: an int8 array's
-                # nonzero, or a boolean mask index, take 2-3x as long at 5,000 rows
-                failed = np.flatnonzero(~ok)
-                idx = alive[failed]
-                codes[idx] = result.codes[failed]
-                reason_idx[idx] = len(table) + result.reason_ids[failed]
-                table.extend(result.reasons)
-                alive = alive[np.flatnonzero(ok)]
-                current = rows[alive]
+            failed = np.flatnonzero(~ok)
+            idx = failed if alive is None else alive[failed]
+            codes[idx] = result.codes[failed]
+            reason_idx[idx] = len(table) + result.reason_ids[failed]
+            table.extend(result.reasons)
+            kept = np.flatnonzero(ok)
+            alive = kept if alive is None else alive[kept]
+            current = rows[alive]
         return FilterOutcome(rows=rows, codes=codes, reason_idx=reason_idx, table=table)
 
     def score(self, ctx: PodContext, rows: IntArray) -> FloatArray:

@@ -28,23 +28,37 @@ class Predicates:
 
     def __init__(self, args: Args) -> None:
         self.args = args
+        self._tables: dict[tuple[str, ...], list[str]] = {}
+        """asked resources -> reason table (read-only once made; a few per cluster)"""
+
+    def _reasons(self, names: tuple[str, ...]) -> list[str]:
+        """[ok, Insufficient r..., too small r..., not schedulable] for the asked
+        resources: made once per set of them, not per call (9 strings for a GPU pod)."""
+        table = self._tables.get(names)
+        if table is None:
+            table = [""]
+            table += [f"Insufficient {r}" for r in names]
+            table += [f"node allocatable {r} is less than the pod requests" for r in names]
+            table.append("node is cordoned or not Ready")
+            if len(self._tables) >= 256:
+                self._tables.clear()
+            self._tables[names] = table
+        return table
 
     def filter(self, ctx: PodContext, rows: IntArray) -> FilterResult:
         state = ctx.state
         need = ctx.request
         cols: list[int] = np.flatnonzero(need > 0).tolist()
         n = rows.shape[0]
-        names = [state.resources[c] for c in cols]
-        k = len(names)
-        # reason table: [ok, Insufficient r..., too small r..., not schedulable]
-        reasons = [""]
-        reasons += [f"Insufficient {r}" for r in names]
-        reasons += [f"node allocatable {r} is less than the pod requests" for r in names]
-        reasons.append("node is cordoned or not Ready")
+        resources = state.resources
+        reasons = self._reasons(tuple([resources[c] for c in cols]))
+        k = len(cols)
         # One contiguous 1-D gather per asked column from the column-major mirror of
         # alloc - used: k is a handful (cpu, memory, pods, the pod's extended
         # resources), and a 2-D (rows, k) gather of alloc and used with per-row
         # reductions over the short axis cost twice as much (README, The sidecar).
+        # At a few rows the fixed cost per numpy call is what counts (the bind's and
+        # Reserve's one-row check): the rare paths are skipped with np.count_nonzero.
         shorts = np.empty((k, n), dtype=np.bool_)
         free = state.free_by_col
         for j, c in enumerate(cols):
@@ -52,8 +66,8 @@ class Predicates:
         failing = np.logical_or.reduce(shorts, axis=0)
         codes = failing.view(np.int8) * np.int8(Code.UNSCHEDULABLE)
         reason_ids = np.zeros(n, dtype=np.int32)
-        fail = np.flatnonzero(failing)
-        if fail.shape[0]:  # reasons only for the rows that fail
+        if np.count_nonzero(failing):  # reasons only for the rows that fail
+            fail = np.flatnonzero(failing)
             # a row's reason is its first short column, or its first column too small
             # even on the empty node: columns are visited last to first so the first
             # one's id is written last
@@ -67,9 +81,11 @@ class Predicates:
             hopeless = never > 0
             codes[fail[hopeless]] = Code.UNRESOLVABLE
             reason_ids[fail] = np.where(hopeless, never, first)
-        down = ~np.take(state.schedulable, rows)
-        codes[down] = Code.UNRESOLVABLE
-        reason_ids[down] = 1 + 2 * k
+        up = np.take(state.schedulable, rows)
+        if np.count_nonzero(up) < n:
+            down = ~up
+            codes[down] = Code.UNRESOLVABLE
+            reason_ids[down] = 1 + 2 * k
         return FilterResult(codes=codes, reason_ids=reason_ids, reasons=reasons)
 
 
