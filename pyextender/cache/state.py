@@ -288,21 +288,24 @@ class ClusterState(SharedUntilWritten):
     def rows_of(self, names: list[str]) -> tuple[IntArray, list[str], list[str]]:
         """(rows of the known names, those names in the same order, unknown names).
 
-        kube-scheduler sends the same candidate list call after call, so the
-        last answer is kept while no node was added or removed; comparing two
-        lists of names is several times cheaper than mapping them again.
+        kube-scheduler sends the same candidate list call after call when it
+        filters every node (under 100 nodes, or percentageOfNodesToScore 100), so
+        the last answer is kept while no node was added or removed; comparing two
+        lists of names is several times cheaper than mapping them again. Past 100
+        nodes it stops at a share of them (46 % at 500) found from a start that
+        moves on every cycle, so each list is new and mapped afresh.
         """
         cached = self._rows_cache
         if cached is not None and cached[0] == self.node_generation and cached[1] == names:
             return cached[2]
-        found = list(map(self.index.get, names))
-        if None not in found:
-            result: tuple[IntArray, list[str], list[str]] = (
-                np.asarray(found, dtype=np.int64),
-                names,
-                [],
-            )
-        else:
+        result: tuple[IntArray, list[str], list[str]]
+        try:
+            # every name known (the usual case): straight into the array, no list of
+            # ints between (230 names: 15 -> 9 µs)
+            rows = np.fromiter(map(self.index.__getitem__, names), np.int64, len(names))
+            result = (rows, names, [])
+        except KeyError:
+            found = list(map(self.index.get, names))
             known = [n for n, r in zip(names, found, strict=True) if r is not None]
             unknown = [n for n, r in zip(names, found, strict=True) if r is None]
             rows = np.asarray([r for r in found if r is not None], dtype=np.int64)
