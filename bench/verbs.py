@@ -17,9 +17,11 @@ kube-scheduler then makes before bind (served by a second server process).
 Two scenarios per size:
 - best case: one identical request, no cache change in between (every memo hits);
 - churn: a new pod every filter+prioritize pair (as kube-scheduler's cycles
-  go), while the server applies pod events (a bind and a pending pod arriving
-  per tick, --churn-rate ticks/s) and runs the scheduler's actions loop in the
-  same process (its writes go nowhere: there is no API server here).
+  go), its node names in a new order each time (kube-scheduler's parallel filters
+  append them as they pass: see arrival_order), while the server applies pod
+  events (a bind and a pending pod arriving per tick, --churn-rate ticks/s) and
+  runs the scheduler's actions loop in the same process (its writes go nowhere:
+  there is no API server here).
 
 Usage: python bench/verbs.py [--nodes 1000,5000] [--requests 2000] [--churn-rate 100]
 Last line: one JSON object with every figure.
@@ -295,15 +297,28 @@ def in_process(
     return out, cpu
 
 
+def arrival_order(names: list[str], rng: np.random.Generator) -> list[str]:
+    """The names in an order of one kube-scheduler cycle: its filters run in parallel
+    over chunks of about √n nodes and each feasible node is appended as it passes, so
+    the list it sends is in chunks whose order changes from cycle to cycle (never the
+    same list twice: the sidecar maps it afresh every call). Modelled as chunks of
+    ⌈√n⌉ names in a random order."""
+    size = max(1, int(np.ceil(np.sqrt(len(names)))))
+    chunks = [names[i : i + size] for i in range(0, len(names), size)]
+    return [name for c in rng.permutation(len(chunks)).tolist() for name in chunks[c]]
+
+
 def churn_http(
     conn: http.client.HTTPConnection, names: list[str], n: int, verbs: tuple[str, ...]
 ) -> dict[str, list[float]]:
     """kube-scheduler's cycles: a new pod per filter+prioritize pair (per filter alone
-    when it picks the node)."""
+    when it picks the node), its node names in a new order (arrival_order)."""
     out: dict[str, list[float]] = {verb: [] for verb in verbs}
     headers = {"Content-Type": "application/json"}
+    rng = np.random.default_rng(11)
     for i in range(n):
-        body = json.dumps({"Pod": pod_doc(f"incoming-{i}", 1 + i % 4, None), "NodeNames": names})
+        pod = pod_doc(f"incoming-{i}", 1 + i % 4, None)
+        body = json.dumps({"Pod": pod, "NodeNames": arrival_order(names, rng)})
         for verb in verbs:
             t0 = time.perf_counter()
             conn.request("POST", f"/{verb}", body=body.encode(), headers=headers)

@@ -6,9 +6,11 @@ object per node cost more than the plugins' array work (profile at 5,000
 nodes: the reply lists and their encoding were most of a filter call). So:
 
 - the request keeps ``Pod`` and ``NodeNames`` as raw JSON bytes; a call whose
-  bytes equal the previous call's reuses its decoded pod and row mapping
-  (kube-scheduler sends the same list call after call while the node set is
-  unchanged), so the common call decodes nothing but the envelope;
+  bytes equal the previous call's reuses its decoded pod and row mapping. A new
+  list (kube-scheduler's parallel filters append the nodes as they pass, so every
+  cycle's order differs) is mapped to rows straight from its bytes by a kernel
+  (``kernels.name_rows``) over a table of the cache's names, with no Python string
+  per name;
 - every node row has its name pre-encoded once (per node-set generation) in a
   fixed-width byte matrix; a reply is the matrix rows selected by the verdict
   arrays, copied out with ``tobytes``. Records are padded with JSON whitespace,
@@ -20,14 +22,16 @@ The reply decodes to exactly what the struct path (``Extender.filter`` /
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from pyextender.cache.state import ClusterState
+from pyextender.kernels.name_rows import NameTable
 
 U8 = npt.NDArray[np.uint8]
 
@@ -73,6 +77,8 @@ class RowRecords:
     hosts: U8
     """Row r: ``{"Score":NN,"Host":"<name>"}`` padded, then ``,`` (score columns
     at SCORE_AT, filled per call)."""
+    names: NameTable
+    """The live nodes' names, for mapping a request's raw NodeNames to rows."""
 
     @classmethod
     def build(cls, state: ClusterState) -> RowRecords:
@@ -81,16 +87,41 @@ class RowRecords:
         host_m = _matrix(hosts)
         quoted_m = _matrix(quoted)
         comma = np.full((host_m.shape[0], 1), ord(","), dtype=np.uint8)
+        live = np.fromiter(state.index.values(), np.int64, len(state.index))
         return cls(
             state=state,
             generation=state.node_generation,
             quoted=quoted_m,
             named=np.hstack([quoted_m, comma]),
             hosts=np.hstack([host_m, comma]),
+            names=NameTable(quoted_m, live),
         )
 
     def current(self, state: ClusterState) -> bool:
         return self.state is state and self.generation == state.node_generation
+
+
+class RowNames(Sequence[str]):
+    """The names of ``rows`` (``node_names[rows[i]]``), read when asked: a request
+    mapped from its bytes needs one or two of them (the decision log), not all."""
+
+    __slots__ = ("_names", "_rows")
+
+    def __init__(self, node_names: list[str], rows: npt.NDArray[np.int64]) -> None:
+        self._names = node_names
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return int(self._rows.shape[0])
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self._names[r] for r in self._rows[i].tolist()]
+        return self._names[int(self._rows[i])]
 
 
 def decode_names(raw: bytes) -> list[str] | None:

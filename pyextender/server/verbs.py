@@ -13,7 +13,7 @@ import functools
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -54,6 +54,7 @@ from pyextender.server.binder import BindConflict, Binder
 from pyextender.server.courtesy import Courtesy
 from pyextender.server.extender_wire import (
     ExtenderArgsWire,
+    RowNames,
     RowRecords,
     decode_names,
     decode_pod,
@@ -155,7 +156,7 @@ class Extender:
         # (valid while the node set is the same); names pre-encoded per row.
         self._last_pod: tuple[bytes, PodInfo] | None = None
         self._last_names: (
-            tuple[bytes, object, int, tuple[IntArray, list[str], list[str]]] | None
+            tuple[bytes, object, int, tuple[IntArray, Sequence[str], list[str]]] | None
         ) = None
         self._records: RowRecords | None = None
         self._requested: OrderedDict[str, PodInfo] = OrderedDict()
@@ -295,15 +296,19 @@ class Extender:
 
     def _wire_inputs(
         self, wire: ExtenderArgsWire
-    ) -> tuple[PodInfo, IntArray, list[str], list[str], RowRecords] | None:
+    ) -> tuple[PodInfo, IntArray, Sequence[str], list[str], RowRecords] | None:
         """(pod, rows, known names, unknown names, row records); None when the
         struct path must answer (node objects sent instead of names, or not our pod).
         Raises msgspec.ValidationError when Pod or NodeNames has a wrong type."""
         if wire.Nodes is not None:
             return None
         state = self.cache.state
+        records = self._records
+        if records is None or not records.current(state):
+            records = self._records = RowRecords.build(state)
         names_raw = bytes(wire.NodeNames)
         last = self._last_names
+        known: Sequence[str]
         if (
             last is not None
             and last[1] is state
@@ -312,7 +317,11 @@ class Extender:
         ):
             rows, known, unknown = last[3]
         else:
-            rows, known, unknown = state.rows_of(decode_names(names_raw) or [])
+            mapped = records.names.rows(names_raw)
+            if mapped is not None:  # every name a node the cache holds
+                rows, known, unknown = mapped, RowNames(state.node_names, mapped), []
+            else:  # anything else: decoded (and validated) name by name
+                rows, known, unknown = state.rows_of(decode_names(names_raw) or [])
             self._last_names = (names_raw, state, state.node_generation, (rows, known, unknown))
         # the names are decoded first: a wrong type there is a 400 even without a Pod
         pod_raw = bytes(wire.Pod)
@@ -324,9 +333,6 @@ class Extender:
             self._last_pod = (pod_raw, pod)
         if not self._ours(pod):
             return None
-        records = self._records
-        if records is None or not records.current(state):
-            records = self._records = RowRecords.build(state)
         return pod, rows, known, unknown, records
 
     def filter_json(self, wire: ExtenderArgsWire) -> bytes:
@@ -383,7 +389,7 @@ class Extender:
         )
 
     def _only_best(
-        self, ctx: PodContext, rows: IntArray, ok: BoolArray, names: list[str]
+        self, ctx: PodContext, rows: IntArray, ok: BoolArray, names: Sequence[str]
     ) -> BoolArray:
         """``ok`` narrowed to the node ``pick`` chooses; ``ok`` as it is when it
         chooses none."""
@@ -399,7 +405,7 @@ class Extender:
         ctx: PodContext,
         rows: IntArray,
         ok: BoolArray,
-        names: list[str],
+        names: Sequence[str],
         scores: FloatArray | None = None,
         lone: bool = False,
     ) -> int | None:

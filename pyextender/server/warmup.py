@@ -3,7 +3,8 @@
 numba compiles on first call (or loads its on-disk cache); doing that inside
 kube-scheduler's scheduling cycle would stall it. So the sidecar runs the
 configured profile over two synthetic 8-GPU nodes, for a whole-GPU pod, a
-GPU-sharing pod and a supernode gang pod, before /readyz turns 200: once as on
+GPU-sharing pod and a supernode gang pod, and maps a list of node names to rows
+(``kernels.name_rows``), before /readyz turns 200: once as on
 an empty cluster, and once more after a pod is placed. The second pass is the
 one a live cluster takes: placed pods teach the task-class model, and only with
 a model does gpu-share score with the FGD kernels. Without it the first pod
@@ -16,6 +17,8 @@ from __future__ import annotations
 import logging
 import time
 
+import msgspec
+
 from pyextender.api.gpu import GpuTopology
 from pyextender.api.names import GPU_GROUP_SIZE_ANNOTATIONS, GPU_TOPOLOGY_ANNOTATION
 from pyextender.api.objects import NodeInfo, pod_from_dict
@@ -25,6 +28,7 @@ from pyextender.cache.state import ClusterState
 from pyextender.framework.interfaces import PodContext
 from pyextender.framework.runtime import Profile
 from pyextender.plugins.gpu_share import choose_gpus
+from pyextender.server.extender_wire import RowRecords
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +75,8 @@ def warm_up(profile: Profile) -> float:
         _pod("gang", 8, {GPU_GROUP_SIZE_ANNOTATIONS[0]: "8"}),
     ]
     rows = state.live_rows()
+    # the filter and prioritize requests' node names, mapped from their bytes
+    RowRecords.build(state).names.rows(msgspec.json.encode(list(WARMUP_NODES)))
     for placed in (False, True):
         if placed:  # on the second node, so every pod still fits the first one
             pod = pod_from_dict(_pod("placed", 1, {PYEXTENDER_GPU_MILLI: "500"}))

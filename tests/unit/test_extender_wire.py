@@ -95,10 +95,15 @@ def _both(ext: Extender, verb: str, body: bytes) -> tuple[Any, Any]:
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("verb", ["filter", "prioritize"])
 @pytest.mark.parametrize("pick", [False, True])
-def test_wire_reply_equals_struct_reply(seed: int, verb: str, pick: bool) -> None:
+@pytest.mark.parametrize("ghosts", [[], ["ghost-a", "ghost-bb"]])
+def test_wire_reply_equals_struct_reply(
+    seed: int, verb: str, pick: bool, ghosts: list[str]
+) -> None:
+    """Names all known (mapped from the request's bytes, kernels.name_rows) or some
+    unknown to the cache (decoded name by name): the same reply as the struct path."""
     ext, names = _cluster(seed, 60, pick)
     rng = np.random.default_rng(100 + seed)
-    cands = [names[i] for i in rng.permutation(len(names))[:40]] + ["ghost-a", "ghost-bb"]
+    cands = [names[i] for i in rng.permutation(len(names))[:40]] + ghosts
     for gpus in (0, 1, 4, 8, 16):
         body = json.dumps({"Pod": _pod("p", gpus), "NodeNames": cands}).encode()
         slow, fast = _both(ext, verb, body)
