@@ -288,12 +288,12 @@ class ClusterState(SharedUntilWritten):
     def rows_of(self, names: list[str]) -> tuple[IntArray, list[str], list[str]]:
         """(rows of the known names, those names in the same order, unknown names).
 
-        kube-scheduler sends the same candidate list call after call when it
-        filters every node (under 100 nodes, or percentageOfNodesToScore 100), so
-        the last answer is kept while no node was added or removed; comparing two
-        lists of names is several times cheaper than mapping them again. Past 100
-        nodes it stops at a share of them (46 % at 500) found from a start that
-        moves on every cycle, so each list is new and mapped afresh.
+        The last answer is kept while no node was added or removed: the shim
+        (framework mode) sends its snapshot's node list call after call, and
+        comparing two lists of names is several times cheaper than mapping them
+        again. kube-scheduler's extender calls carry the nodes its filters passed,
+        in the order its parallel workers finished them, so each of those lists is
+        new (the HTTP verbs map them from their bytes: kernels.name_rows).
         """
         cached = self._rows_cache
         if cached is not None and cached[0] == self.node_generation and cached[1] == names:
