@@ -18,7 +18,8 @@ Two scenarios per size:
 - best case: one identical request, no cache change in between (every memo hits);
 - churn: a new pod every filter+prioritize pair (as kube-scheduler's cycles
   go), its node names in a new order each time (kube-scheduler's parallel filters
-  append them as they pass: see arrival_order), while the server applies pod
+  append them as they pass: see arrival_order) and prioritize asked about the nodes
+  filter answered (as kube-scheduler passes them on), while the server applies pod
   events (a bind and a pending pod arriving per tick, --churn-rate ticks/s) and
   runs the scheduler's actions loop in the same process (its writes go nowhere:
   there is no API server here).
@@ -312,23 +313,27 @@ def churn_http(
     conn: http.client.HTTPConnection, names: list[str], n: int, verbs: tuple[str, ...]
 ) -> dict[str, list[float]]:
     """kube-scheduler's cycles: a new pod per filter+prioritize pair (per filter alone
-    when it picks the node), its node names in a new order (arrival_order)."""
+    when it picks the node), its node names in a new order (arrival_order); prioritize
+    gets the nodes filter answered, in that order, as kube-scheduler passes them on."""
     out: dict[str, list[float]] = {verb: [] for verb in verbs}
     headers = {"Content-Type": "application/json"}
     rng = np.random.default_rng(11)
     for i in range(n):
         pod = pod_doc(f"incoming-{i}", 1 + i % 4, None)
-        body = json.dumps({"Pod": pod, "NodeNames": arrival_order(names, rng)})
+        asked = arrival_order(names, rng)
         for verb in verbs:
+            body = json.dumps({"Pod": pod, "NodeNames": asked}).encode()
             t0 = time.perf_counter()
-            conn.request("POST", f"/{verb}", body=body.encode(), headers=headers)
+            conn.request("POST", f"/{verb}", body=body, headers=headers)
             resp = conn.getresponse()
             reply = resp.read()
             out[verb].append((time.perf_counter() - t0) * 1000)
             if resp.status != 200:
                 raise SystemExit(f"{verb}: HTTP {resp.status}")
             if i == 0:
-                check_reply(verb, reply, len(names))
+                check_reply(verb, reply, len(asked))
+            if verb == "filter":
+                asked = json.loads(reply)["NodeNames"]
     return out
 
 
