@@ -266,7 +266,7 @@ class ClusterCache:
                 by_tier.setdefault(node, {}).setdefault(tier, hn.metadata.name)
         for name, row in self.state.index.items():
             tiers = by_tier.get(name, {})
-            self.state.gpu.set_tiers(row, [tiers[t] for t in sorted(tiers)])
+            self.state.set_tiers(row, [tiers[t] for t in sorted(tiers)])
         self.version += 1
 
     def group_of(self, pod: PodInfo) -> str:

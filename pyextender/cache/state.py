@@ -100,6 +100,13 @@ class ClusterState(SharedUntilWritten):
         self._vectors: dict[tuple[tuple[str, int], ...], IntArray] = {}
         """requests -> vector (at the current width): the cycle's session asks for the
         vector of every pod, most of them alike (~5 µs each computed, ~0.5 µs looked up)."""
+        self.row_version: IntArray = np.zeros(cap, dtype=np.int64)
+        """Per row, bumped whenever anything a plugin may read of that row changes: the
+        node, the pods counted on it (and so its free amounts and GPUs), its
+        supernodes. Answers computed per row stay valid while it stays
+        (framework.row_memo)."""
+        self.row_memos: dict[object, object] = {}
+        """framework.row_memo's memos of this state (a reading copy starts with none)."""
         self.generation = 0  # bumped on every change; lets callers cache derived data
         self.node_generation = 0  # bumped when rows are added, removed or renamed
         self._rows_cache: tuple[int, list[str], tuple[IntArray, list[str], list[str]]] | None = None
@@ -126,7 +133,7 @@ class ClusterState(SharedUntilWritten):
             grown = np.zeros((old.shape[0], new_cap), dtype=np.int64)
             grown[:, :cap] = old
             setattr(self, attr, grown)
-        for attr in ("schedulable", "live", "prefer_taints", "tie_rank"):
+        for attr in ("schedulable", "live", "prefer_taints", "tie_rank", "row_version"):
             old_b = getattr(self, attr)
             grown_b = np.zeros(new_cap, dtype=old_b.dtype)
             grown_b[:cap] = old_b
@@ -215,8 +222,15 @@ class ClusterState(SharedUntilWritten):
         self.live[row] = True
         self.schedulable[row] = node.ready and not node.unschedulable
         self.prefer_taints[row] = self._taint_set_id(node.prefer_no_schedule)
+        self.row_version[row] += 1
         self.generation += 1
         return self.gpu.set_node(row, node)
+
+    def set_tiers(self, row: int, domains: list[str]) -> None:
+        """A node's supernode domains, tier 1 first (GpuState.set_tiers)."""
+        self.gpu.set_tiers(row, domains)
+        self.row_version[row] += 1
+        self.generation += 1
 
     def _taint_set_id(self, taints: tuple[Taint, ...]) -> int:
         found = self._taint_ids.get(taints)
@@ -239,6 +253,7 @@ class ClusterState(SharedUntilWritten):
         self.free_by_col[:, row] = 0
         self.nodes[row] = None
         self.gpu.clear_node(row)
+        self.row_version[row] += 1
         self._free_rows.append(row)
         self.node_generation += 1
         for uid, rec in list(self.pods.items()):
@@ -266,6 +281,7 @@ class ClusterState(SharedUntilWritten):
         # removal recomputes it from the requests, which never change.
         self.pods[pod.uid] = PodRecord(pod=pod, node=row, assumed=assumed)
         self.gpu.add_pod(row, pod)
+        self.row_version[row] += 1
         self.generation += 1
         return True
 
@@ -278,6 +294,7 @@ class ClusterState(SharedUntilWritten):
             self.used[rec.node] -= vec
             self.free_by_col[:, rec.node] += vec
             self.gpu.remove_pod(rec.node, rec.pod)
+        self.row_version[rec.node] += 1
         self.generation += 1
         return rec
 
@@ -325,6 +342,7 @@ class ClusterState(SharedUntilWritten):
         # what it scores: ~1 ms at 10,000 nodes, bench/gpu_share_calls.py 'rebuild').
         snap.gpu.fgd_memo = {}
         snap.gpu.fgd_base = {}
+        snap.row_memos = {}
         snap.reservations = self.reservations
         return snap
 

@@ -7,7 +7,7 @@ sidecar's metrics and the simulator see the same numbers.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,12 +24,17 @@ from pyextender.framework.interfaces import (
     ScorePlugin,
 )
 from pyextender.framework.registry import PluginSpec
+from pyextender.framework.row_memo import MIN_ROWS, memo_filter, memo_score
 from pyextender.framework.status import Code
 
 _SUCCESS = int(Code.SUCCESS)
 
 Observer = Callable[[str, str, float], None]
 """(plugin name, extension point, seconds) -> None."""
+
+
+KeyOf = Callable[[PodContext], Hashable | None]
+"""A plugin's filter_key or score_key (framework.row_memo)."""
 
 
 def _ignore(plugin: str, point: str, seconds: float) -> None:
@@ -71,6 +76,13 @@ class Profile:
     filters: Sequence[FilterPlugin] = ()
     scorers: Sequence[tuple[ScorePlugin, float]] = ()
     observe: Observer = field(default=_ignore)
+    _filter_keys: list[KeyOf | None] = field(init=False, repr=False, default_factory=list)
+    _score_keys: list[KeyOf | None] = field(init=False, repr=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        # the plugins' row_memo keys, looked up once (None: the plugin has none)
+        self._filter_keys = [getattr(p, "filter_key", None) for p in self.filters]
+        self._score_keys = [getattr(p, "score_key", None) for p, _ in self.scorers]
 
     def filter(self, ctx: PodContext, rows: IntArray) -> FilterOutcome:
         """Run every filter on the rows still feasible; the first failure names the reason."""
@@ -82,11 +94,15 @@ class Profile:
         # gathered once each time they narrow
         alive: IntArray | None = None
         current = rows
-        for plugin in self.filters:
+        for plugin, key_of in zip(self.filters, self._filter_keys, strict=True):
             if current.shape[0] == 0:
                 break
             start = time.perf_counter()
-            result = plugin.filter(ctx, current)
+            key = key_of(ctx) if key_of is not None and current.shape[0] >= MIN_ROWS else None
+            if key is None:
+                result = plugin.filter(ctx, current)
+            else:
+                result = memo_filter(plugin, key, ctx, current)
             self.observe(plugin.name, "filter", time.perf_counter() - start)
             # np.count_nonzero first (Code.SUCCESS is 0): most plugins fail no row, and
             # it costs ~0.5 µs where (codes == 0).all() costs ~3 (the one-row checks at
@@ -110,11 +126,13 @@ class Profile:
         """Weighted mean of plugin scores, in [0, MAX_NODE_SCORE]."""
         total = np.zeros(rows.shape[0], dtype=np.float64)
         weight_sum = 0.0
-        for plugin, weight in self.scorers:
+        big = rows.shape[0] >= MIN_ROWS
+        for (plugin, weight), key_of in zip(self.scorers, self._score_keys, strict=True):
             if weight <= 0:
                 continue
             start = time.perf_counter()
-            part = plugin.score(ctx, rows)
+            key = key_of(ctx) if key_of is not None and big else None
+            part = plugin.score(ctx, rows) if key is None else memo_score(plugin, key, ctx, rows)
             self.observe(plugin.name, "score", time.perf_counter() - start)
             total += weight * np.clip(part, 0.0, MAX_NODE_SCORE)
             weight_sum += weight

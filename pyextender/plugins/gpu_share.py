@@ -12,6 +12,7 @@ paper's integer scores (which create ties broken at random; this helps).
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,7 @@ from pyextender.api.resources import CPU
 from pyextender.api.task_classes import TaskClasses
 from pyextender.framework.interfaces import FilterResult, FloatArray, IntArray, PodContext
 from pyextender.framework.registry import PluginSpec
+from pyextender.framework.row_memo import Same
 from pyextender.framework.status import Code
 from pyextender.kernels.gpu_share import (
     NO_FIT,
@@ -146,6 +148,20 @@ class GpuShare:
 
     def __init__(self, args: Args) -> None:
         self.args = args
+
+    def filter_key(self, ctx: PodContext) -> Hashable:
+        """framework.row_memo: a row's verdict is its GPUs (count, free milli, memory,
+        usable) against the pod's GPU demand (the resource named in the reasons too)."""
+        d = demand_of(ctx)
+        return (d.count, d.milli, d.memory_mib, d.resource)
+
+    def score_key(self, ctx: PodContext) -> Hashable:
+        """framework.row_memo: a row's score is its Δ (its GPUs and free CPU) for the
+        pod's GPU demand and CPU under the class model in use (a new object whenever it
+        is rebuilt), and this plugin's own arguments."""
+        d = demand_of(ctx)
+        model = Same(ctx.state.gpu.classes())
+        return (d.count, d.milli, d.memory_mib, pod_cpu(ctx), model)
 
     def filter(self, ctx: PodContext, rows: IntArray) -> FilterResult:
         demand = demand_of(ctx)

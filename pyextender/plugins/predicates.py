@@ -9,6 +9,7 @@ everything bound or assumed on the node.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +45,11 @@ class Predicates:
                 self._tables.clear()
             self._tables[names] = table
         return table
+
+    def filter_key(self, ctx: PodContext) -> Hashable:
+        """framework.row_memo: a row's verdict is its free and allocatable amounts and
+        whether it is schedulable, against the pod's request vector."""
+        return ctx.request.tobytes()
 
     def filter(self, ctx: PodContext, rows: IntArray) -> FilterResult:
         state = ctx.state
