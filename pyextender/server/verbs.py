@@ -45,7 +45,7 @@ from pyextender.api.object_names import (
 from pyextender.api.objects import ObjectError, PodInfo, pod_from_dict, tolerates_all
 from pyextender.cache.cluster import ClusterCache
 from pyextender.framework.interfaces import MAX_NODE_SCORE, FloatArray, IntArray, PodContext
-from pyextender.framework.runtime import Profile, first_of_best
+from pyextender.framework.runtime import FilterOutcome, Profile, first_of_best
 from pyextender.framework.session import Session
 from pyextender.framework.status import Code
 from pyextender.plugins.gpu_share import choose_gpus
@@ -76,6 +76,8 @@ _encode = msgspec.json.Encoder().encode
 _SUCCESS = int(Code.SUCCESS)
 _UNSCHEDULABLE = int(Code.UNSCHEDULABLE)
 _UNRESOLVABLE = int(Code.UNRESOLVABLE)
+_PICKED_HEAD = b'{"Nodes":null,"NodeNames":'
+_PICKED_TAIL = b',"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}'
 
 NOT_IN_CACHE = "node is not in the pyextender cache yet"
 DECISION_LOG_SIZE = 2000
@@ -158,6 +160,11 @@ class Extender:
         self._last_names: (
             tuple[bytes, object, int, tuple[IntArray, Sequence[str], list[str]]] | None
         ) = None
+        self._answered: tuple[bytes, object, int, IntArray] | None = None
+        """The node list of the last filter reply (without the padding between names)
+        and its rows: kube-scheduler asks prioritize about exactly those nodes, in that
+        order, in the same compact JSON (HTTPExtender: the names of the nodes the
+        extender answered), so prioritize finds its rows by one comparison of bytes."""
         self._records: RowRecords | None = None
         self._requested: OrderedDict[str, PodInfo] = OrderedDict()
         """Key -> the pod in the latest verb request about it (REQUESTED_PODS most recent)."""
@@ -242,9 +249,7 @@ class Extender:
         table = outcome.table
         ridx = outcome.reason_idx
         ok = codes == _SUCCESS
-        if self.pick_node:
-            ok = self._only_best(ctx, rows, ok, known)
-        passed = [known[i] for i in np.flatnonzero(ok).tolist()]
+        picked = self.pick(ctx, rows, ok, known) if self.pick_node else None
         failed: dict[str, str] = {n: NOT_IN_CACHE for n in unknown}
         failed.update(_reasons_by_name(known, table, ridx, codes == _UNSCHEDULABLE))
         unresolvable = _reasons_by_name(known, table, ridx, codes == _UNRESOLVABLE)
@@ -256,6 +261,11 @@ class Extender:
             unresolvable=len(unresolvable),
             reasons=sorted({table[r] for r in np.unique(ridx).tolist() if r}),
         )
+        if picked is not None:  # the one node, and no failures: see filter_json
+            passed = [known[picked]]
+            failed, unresolvable = {}, {}
+        else:
+            passed = [known[i] for i in np.flatnonzero(ok).tolist()]
         if args.NodeNames is not None or args.Nodes is None:
             return ExtenderFilterResult(
                 NodeNames=passed, FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable
@@ -316,6 +326,14 @@ class Extender:
             and last[0] == names_raw
         ):
             rows, known, unknown = last[3]
+        elif (
+            (answered := self._answered) is not None
+            and answered[1] is state
+            and answered[2] == state.node_generation
+            and answered[0] == names_raw
+        ):
+            rows, unknown = answered[3], []
+            known = RowNames(state.node_names, rows)
         else:
             mapped = records.names.rows(names_raw)
             if mapped is not None:  # every name a node the cache holds
@@ -351,12 +369,12 @@ class Extender:
         # positions, not boolean masks: indexing 5,000 rows with a mask costs ~10 us
         # each, np.flatnonzero once and small gathers a few (bench/verbs.py pick)
         ok = codes == _SUCCESS
-        passed = np.flatnonzero(ok)
-        feasible = passed.shape[0]
         if self.pick_node:
             at = self.pick(ctx, rows, ok, known)
             if at is not None:
-                passed = np.array([at], dtype=np.int64)
+                return self._picked_reply(pod, outcome, unknown, records.named, rows[at : at + 1])
+        passed = np.flatnonzero(ok)
+        feasible = passed.shape[0]
         failed = np.flatnonzero(~ok) if feasible < rows.shape[0] else passed[:0]
         failed_codes = codes[failed]
         unsched = failed[failed_codes == _UNSCHEDULABLE]
@@ -370,10 +388,15 @@ class Extender:
             unresolvable=unres.shape[0],
             reasons=sorted({table[r] for r in used.tolist() if r}),
         )
+        answered = rows[passed]
+        names_json = name_list(records.named, answered)
+        state = self.cache.state
+        # node names hold no spaces (DNS subdomains): only the padding goes
+        self._answered = (names_json.replace(b" ", b""), state, state.node_generation, answered)
         return b"".join(
             (
                 b'{"Nodes":null,"NodeNames":',
-                name_list(records.named, rows[passed]),
+                names_json,
                 b',"FailedNodes":',
                 reason_map(
                     records.quoted,
@@ -388,17 +411,35 @@ class Extender:
             )
         )
 
-    def _only_best(
-        self, ctx: PodContext, rows: IntArray, ok: BoolArray, names: Sequence[str]
-    ) -> BoolArray:
-        """``ok`` narrowed to the node ``pick`` chooses; ``ok`` as it is when it
-        chooses none."""
-        at = self.pick(ctx, rows, ok, names)
-        if at is None:
-            return ok
-        best = np.zeros_like(ok)
-        best[at] = True
-        return best
+    def _picked_reply(
+        self,
+        pod: PodInfo,
+        outcome: FilterOutcome,
+        unknown: list[str],
+        named: npt.NDArray[np.uint8],
+        row: IntArray,
+    ) -> bytes:
+        """filter_json's reply when ``pick`` chose ``row``: that node alone, and neither
+        failure map. kube-scheduler reads why nodes failed only when none is feasible
+        (its FitError, and preemption's PostFilter); with one feasible node it binds
+        there without prioritize (schedule_one.go, schedulePod). So the maps, a name
+        and a reason for every node that failed (75 KB for 1,875 of 5,000 nodes), cost
+        the sidecar their encoding and kube-scheduler their decoding for nothing; its
+        log's evaluatedNodes then counts the nodes its own filters failed, not ours.
+        The decision log keeps the counts and the reasons."""
+        codes = outcome.codes
+        unsched = int(np.count_nonzero(codes == _UNSCHEDULABLE))
+        table = outcome.table
+        used = np.flatnonzero(np.bincount(outcome.reason_idx, minlength=len(table)))
+        self._decide(
+            pod.key,
+            "filter",
+            feasible=int(np.count_nonzero(codes == _SUCCESS)),
+            failed=len(unknown) + unsched,
+            unresolvable=int(np.count_nonzero(codes == _UNRESOLVABLE)),
+            reasons=sorted({table[r] for r in used.tolist() if r}),
+        )
+        return b"".join((_PICKED_HEAD, name_list(named, row), _PICKED_TAIL))
 
     def pick(
         self,

@@ -15,6 +15,7 @@ from pyextender.api.extender import ExtenderArgs
 from pyextender.cache.cluster import ClusterCache
 from pyextender.cache.state import tie_rank
 from pyextender.framework.runtime import build_profile
+from pyextender.kernels.name_rows import NameTable
 from pyextender.plugins.defaults import load, plugins_of
 from pyextender.server.extender_wire import (
     ExtenderArgsWire,
@@ -119,6 +120,33 @@ def test_wire_reply_equals_struct_reply(
             }
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_prioritize_of_the_nodes_filter_answered_maps_no_name(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube-scheduler asks prioritize about the nodes the filter reply listed, in that
+    order, as Go encodes a list (no spaces): the rows come from that reply, with the
+    same scores as a fresh mapping. Any other list is mapped again."""
+    ext, names = _cluster(seed, 60)
+    fresh, _ = _cluster(seed, 60)
+    rng = np.random.default_rng(seed)
+    for gpus in (1, 2, 4):
+        listed = [names[i] for i in rng.permutation(len(names))]
+        body = json.dumps({"Pod": _pod("p", gpus), "NodeNames": listed}).encode()
+        answered = json.loads(ext.filter_json(_wire.decode(body)))["NodeNames"]
+        assert len(set(map(len, answered))) > 1  # names padded to one width in the reply
+        go = json.dumps({"Pod": _pod("p", gpus), "NodeNames": answered}, separators=(",", ":"))
+        with monkeypatch.context() as m:
+            m.setattr(NameTable, "rows", lambda self, raw: pytest.fail("names mapped again"))
+            got = json.loads(ext.prioritize_json(_wire.decode(go.encode())))
+        assert got == json.loads(fresh.prioritize_json(_wire.decode(go.encode())))
+        assert [h["Host"] for h in got] == answered
+        # one node less: not the answered list, so mapped (and answered right)
+        fewer = json.dumps({"Pod": _pod("p", gpus), "NodeNames": answered[1:]}).encode()
+        got = json.loads(ext.prioritize_json(_wire.decode(fewer)))
+        assert got == json.loads(fresh.prioritize_json(_wire.decode(fewer)))
+
+
 def test_host_scores_writes_every_score_and_the_tail() -> None:
     ext, _ = _cluster(2, 14)
     records = RowRecords.build(ext.cache.state)
@@ -197,15 +225,22 @@ def test_wrong_types_raise_validation_errors() -> None:
 @pytest.mark.parametrize("seed", range(4))
 def test_filter_picks_the_feasible_node_scored_first(seed: int) -> None:
     """With pick_node, filter answers one node: the feasible one the profile scores
-    highest; the failed nodes are reported as without it."""
+    highest, and no failure maps (kube-scheduler reads them only when no node is
+    feasible); the decision log says what they would have."""
     every, names = _cluster(seed, 60)
     picking, _ = _cluster(seed, 60, pick=True)
     for gpus in (0, 1, 2, 4):
         body = json.dumps({"Pod": _pod("p", gpus), "NodeNames": [*names, "ghost"]}).encode()
         full = json.loads(every.filter_json(_wire.decode(body)))
         one = json.loads(picking.filter_json(_wire.decode(body)))
-        assert one["FailedNodes"] == full["FailedNodes"]
-        assert one["FailedAndUnresolvableNodes"] == full["FailedAndUnresolvableNodes"]
+        assert full["FailedNodes"]["ghost"] and one["Error"] == ""
+        assert one["FailedNodes"] == {} and one["FailedAndUnresolvableNodes"] == {}
+        said = [d for d in picking.decisions if d["verb"] == "filter"][-1]
+        full_said = [d for d in every.decisions if d["verb"] == "filter"][-1]
+        for key in ("feasible", "failed", "unresolvable", "reasons"):
+            assert said[key] == full_said[key], key
+        assert said["failed"] == len(full["FailedNodes"])
+        assert said["unresolvable"] == len(full["FailedAndUnresolvableNodes"])
         feasible = full["NodeNames"]
         assert len(feasible) > 1
         (best,) = one["NodeNames"]
