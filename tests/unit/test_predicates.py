@@ -6,10 +6,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyextender.framework.status import Code
+from pyextender.plugins import predicates
 from pyextender.plugins.predicates import Args, Predicates
 
 RESOURCES = ["cpu", "memory", "pods", "nvidia.com/gpu", "example.com/fpga"]
@@ -38,9 +40,12 @@ def _reference(state: Any, need: np.ndarray, rows: np.ndarray) -> tuple[list[int
     return codes, reasons
 
 
+@pytest.mark.parametrize("few", [0, 64])
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 2**31), st.integers(1, 30))
-def test_fit_codes_and_reasons_equal_a_row_by_row_reading(seed: int, cap: int) -> None:
+def test_fit_codes_and_reasons_equal_a_row_by_row_reading(few: int, seed: int, cap: int) -> None:
+    """Both paths (arrays; row by row, for FEW_ROWS rows or fewer), each forced for
+    every size by ``few``."""
     rng = np.random.default_rng(seed)
     alloc = rng.integers(0, 9, (cap, len(RESOURCES))).astype(np.int64)
     used = np.minimum(alloc, rng.integers(0, 9, (cap, len(RESOURCES)))).astype(np.int64)
@@ -55,7 +60,12 @@ def test_fit_codes_and_reasons_equal_a_row_by_row_reading(seed: int, cap: int) -
     )
     rows = rng.permutation(cap)[: int(rng.integers(1, cap + 1))].astype(np.int64)
     ctx = SimpleNamespace(state=state, request=need.astype(np.int64))
-    out = Predicates(Args()).filter(ctx, rows)  # type: ignore[arg-type]
+    kept = predicates.FEW_ROWS
+    predicates.FEW_ROWS = few
+    try:
+        out = Predicates(Args()).filter(ctx, rows)  # type: ignore[arg-type]
+    finally:
+        predicates.FEW_ROWS = kept
     codes, reasons = _reference(state, need, rows)
     assert out.codes.tolist() == codes
     assert [out.reasons[i] for i in out.reason_ids.tolist()] == reasons
