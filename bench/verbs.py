@@ -22,7 +22,10 @@ Two scenarios per size:
   filter answered (as kube-scheduler passes them on), while the server applies pod
   events (a bind and a pending pod arriving per tick, --churn-rate ticks/s) and
   runs the scheduler's actions loop in the same process (its writes go nowhere:
-  there is no API server here).
+  there is no API server here). The same requests are then made in this process
+  (thread CPU per call, the cache changed between them by as many ticks as the
+  server applied per request): the verbs' own work under churn, apart from the
+  transport and the actions loop's competition for the interpreter.
 
 Usage: python bench/verbs.py [--nodes 1000,5000] [--requests 2000] [--churn-rate 100]
 Last line: one JSON object with every figure.
@@ -151,28 +154,33 @@ class NoWrites:
         return None
 
 
-async def churn(ext: Extender, nodes: int, rate: float, actions: Any) -> None:
-    """Per tick: one running pod finishes, one pod binds (both as watch events),
-    and a pending pod of a small gang arrives (the oldest pending ones leave)."""
-    import asyncio
+class Churn:
+    """The cache changes of a live cluster, one tick at a time: one running pod
+    finishes, one pod binds (both as watch events), and a pending pod of a small gang
+    arrives (the oldest pending ones leave)."""
 
-    cache = ext.cache
-    rng = np.random.default_rng(7)
-    running = [u for u in cache.state.pods]
-    pending: list[dict[str, Any]] = []
-    tick = 0
-    while True:
-        await asyncio.sleep(1.0 / rate)
-        tick += 1
-        if running:
-            uid = running.pop(int(rng.integers(0, len(running))))
+    def __init__(self, ext: Extender, nodes: int) -> None:
+        self.cache = ext.cache
+        self.nodes = nodes
+        self.rng = np.random.default_rng(7)
+        self.running = [u for u in self.cache.state.pods]
+        self.pending: list[dict[str, Any]] = []
+        self.ticks = 0
+
+    def tick(self) -> None:
+        cache, rng = self.cache, self.rng
+        self.ticks += 1
+        tick = self.ticks
+        if self.running:
+            uid = self.running.pop(int(rng.integers(0, len(self.running))))
             rec = cache.state.pods.get(uid)
             if rec is not None:
                 cache.pod_event("DELETED", pod_doc(rec.pod.name, 1, None))
         name = f"churn-{tick}"
         gpus = int(rng.integers(1, 3))
-        cache.pod_event("ADDED", pod_doc(name, gpus, f"node-{int(rng.integers(0, nodes)):05d}"))
-        running.append(f"uid-{name}")
+        node = f"node-{int(rng.integers(0, self.nodes)):05d}"
+        cache.pod_event("ADDED", pod_doc(name, gpus, node))
+        self.running.append(f"uid-{name}")
         # gangs of 4 pending pods, each with its PodGroup (not admitted: the cycles
         # decide on them), gone with their last pod
         group = f"g{tick // 4}"
@@ -181,6 +189,7 @@ async def churn(ext: Extender, nodes: int, rate: float, actions: Any) -> None:
         doc = pod_doc(f"wait-{tick}", int(rng.integers(1, 9)), None)
         doc["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": group}
         cache.pod_event("ADDED", doc)
+        pending = self.pending
         pending.append(doc)
         if len(pending) > 200:
             gone = pending.pop(0)
@@ -191,8 +200,21 @@ async def churn(ext: Extender, nodes: int, rate: float, actions: Any) -> None:
                 for p in pending[:4]
             ):
                 cache.group_event("DELETED", group_doc(gone_group, 4, None))
-        if tick % 500 == 0:  # shows that the actions loop does run beside the verbs
-            print(f"bench server: tick {tick}, {actions.cycles} action cycles", file=sys.stderr)
+
+
+async def churn(ext: Extender, nodes: int, rate: float, actions: Any) -> None:
+    """Churn ticks at ``rate`` per second, on the server's event loop."""
+    import asyncio
+
+    churner = Churn(ext, nodes)
+    while True:
+        await asyncio.sleep(1.0 / rate)
+        churner.tick()
+        if churner.ticks % 500 == 0:  # shows that the actions loop does run beside the verbs
+            print(
+                f"bench server: tick {churner.ticks}, {actions.cycles} action cycles",
+                file=sys.stderr,
+            )
 
 
 def serve(nodes: int, port: int, rate: float, pick: bool = False) -> None:
@@ -359,6 +381,42 @@ def start(
             time.sleep(0.1)
 
 
+def churn_in_process(
+    nodes: int, requests: int, ticks_per_request: float, pick: bool = False
+) -> dict[str, list[float]]:
+    """churn_http's requests (the same pods and node lists) made in this process: this
+    thread's CPU ms per call, from the request's bytes to the reply's, with the cache
+    changed between requests as the server's churn changed it (``ticks_per_request``:
+    the ticks per filter the HTTP run saw). No actions loop here: this is the verbs'
+    own work, which the HTTP figures add the transport and the loop's competition to."""
+    ext = build_extender(nodes, pick)
+    churner = Churn(ext, nodes)
+    wire = msgspec.json.Decoder(ExtenderArgsWire)
+    verbs = ("filter",) if pick else ("filter", "prioritize")
+    names = [f"node-{i:05d}" for i in range(nodes)]
+    out: dict[str, list[float]] = {verb: [] for verb in verbs}
+    rng = np.random.default_rng(11)
+    owed = 0.0
+    warm = max(requests // 20, 20)
+    for i in range(warm + requests):
+        pod = pod_doc(f"incoming-{i}", 1 + i % 4, None)
+        asked = arrival_order(names, rng)
+        for verb in verbs:
+            body = json.dumps({"Pod": pod, "NodeNames": asked}).encode()
+            c0 = time.thread_time()
+            args = wire.decode(body)
+            reply = ext.prioritize_json(args) if verb == "prioritize" else ext.filter_json(args)
+            if i >= warm:
+                out[verb].append((time.thread_time() - c0) * 1000)
+            if verb == "filter":
+                asked = json.loads(reply)["NodeNames"]
+        owed += ticks_per_request
+        while owed >= 1.0:
+            churner.tick()
+            owed -= 1.0
+    return out
+
+
 def run_churn(nodes: int, requests: int, rate: float, pick: bool = False) -> dict[str, Any]:
     """Filter+prioritize pairs (filter alone when it picks), a new pod each, while
     the server churns."""
@@ -381,10 +439,16 @@ def run_churn(nodes: int, requests: int, rate: float, pick: bool = False) -> dic
             res[f"churn_{name}_p50_ms"] = pct(ms, 50)
             res[f"churn_{name}_p99_ms"] = pct(ms, 99)
         c.close()
-        return res
     finally:
         proc.terminate()
         proc.wait(10)
+    per_request = rate * wall / requests  # churn ticks between two pods in that run
+    local = churn_in_process(nodes, max(requests // 4, 100), per_request, pick)
+    for verb, ms in local.items():
+        name = "pick" if pick else verb
+        res[f"churn_{name}_inprocess_cpu_p50_ms"] = pct(ms, 50)
+        res[f"churn_{name}_inprocess_cpu_p99_ms"] = pct(ms, 99)
+    return res
 
 
 def run(nodes: int, requests: int) -> dict[str, Any]:
@@ -486,9 +550,15 @@ def main() -> None:
                 else "-"
             )
             print("{:>6} {:<11} {:>8.3f} {:>8.3f} {:>8.0f} {:>16} {:>16}".format(*cells), churned)
+            churn_cpu = (
+                f", churn {r[f'churn_{verb}_inprocess_cpu_p50_ms']:.3f} ms"
+                f" (p99 {r[f'churn_{verb}_inprocess_cpu_p99_ms']:.3f})"
+                if f"churn_{verb}_inprocess_cpu_p50_ms" in r
+                else ""
+            )
             print(
                 f"  {verb} in-process CPU p50: wire {r[f'{verb}_inprocess_cpu_p50_ms']:.3f} ms,"
-                f" struct {r[f'{verb}_inprocess_struct_cpu_p50_ms']:.3f} ms"
+                f" struct {r[f'{verb}_inprocess_struct_cpu_p50_ms']:.3f} ms{churn_cpu}"
             )
         print(f"healthz p50 {r['healthz_p50_ms']:.3f} ms at {r['nodes']} nodes")
     print("budget (DESIGN.md §5): filter/prioritize p99 <= 2 ms at 5,000 nodes on one core")
