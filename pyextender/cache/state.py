@@ -24,6 +24,10 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
+CHANGE_LOG = 1 << 16
+"""Row changes ClusterState.changed_rows keeps at most (0.5 MB; a memo older than the
+oldest kept recomputes every row)."""
+
 VECTOR_MEMO = 4096
 """Distinct pod requests whose vectors ClusterState keeps."""
 
@@ -100,11 +104,13 @@ class ClusterState(SharedUntilWritten):
         self._vectors: dict[tuple[tuple[str, int], ...], IntArray] = {}
         """requests -> vector (at the current width): the cycle's session asks for the
         vector of every pod, most of them alike (~5 µs each computed, ~0.5 µs looked up)."""
-        self.row_version: IntArray = np.zeros(cap, dtype=np.int64)
-        """Per row, bumped whenever anything a plugin may read of that row changes: the
-        node, the pods counted on it (and so its free amounts and GPUs), its
-        supernodes. Answers computed per row stay valid while it stays
-        (framework.row_memo)."""
+        self.changed_rows: list[int] = []
+        """Rows in the order they changed, one entry per change of anything a plugin may
+        read of a row (the node, the pods counted on it and so its free amounts and GPUs,
+        its supernodes), from change number ``changed_from`` on: answers computed per
+        row at change number c stay valid but for the rows listed since c
+        (framework.row_memo). The oldest half goes when it reaches CHANGE_LOG."""
+        self.changed_from = 0
         self.row_memos: dict[object, object] = {}
         """framework.row_memo's memos of this state (a reading copy starts with none)."""
         self.generation = 0  # bumped on every change; lets callers cache derived data
@@ -133,7 +139,7 @@ class ClusterState(SharedUntilWritten):
             grown = np.zeros((old.shape[0], new_cap), dtype=np.int64)
             grown[:, :cap] = old
             setattr(self, attr, grown)
-        for attr in ("schedulable", "live", "prefer_taints", "tie_rank", "row_version"):
+        for attr in ("schedulable", "live", "prefer_taints", "tie_rank"):
             old_b = getattr(self, attr)
             grown_b = np.zeros(new_cap, dtype=old_b.dtype)
             grown_b[:cap] = old_b
@@ -222,15 +228,28 @@ class ClusterState(SharedUntilWritten):
         self.live[row] = True
         self.schedulable[row] = node.ready and not node.unschedulable
         self.prefer_taints[row] = self._taint_set_id(node.prefer_no_schedule)
-        self.row_version[row] += 1
+        self._changed(row)
         self.generation += 1
         return self.gpu.set_node(row, node)
 
     def set_tiers(self, row: int, domains: list[str]) -> None:
         """A node's supernode domains, tier 1 first (GpuState.set_tiers)."""
         self.gpu.set_tiers(row, domains)
-        self.row_version[row] += 1
+        self._changed(row)
         self.generation += 1
+
+    @property
+    def change_count(self) -> int:
+        """Row changes so far (see changed_rows)."""
+        return self.changed_from + len(self.changed_rows)
+
+    def _changed(self, row: int) -> None:
+        log = self.changed_rows
+        log.append(row)
+        if len(log) >= CHANGE_LOG:
+            half = len(log) // 2
+            del log[:half]
+            self.changed_from += half
 
     def _taint_set_id(self, taints: tuple[Taint, ...]) -> int:
         found = self._taint_ids.get(taints)
@@ -253,7 +272,7 @@ class ClusterState(SharedUntilWritten):
         self.free_by_col[:, row] = 0
         self.nodes[row] = None
         self.gpu.clear_node(row)
-        self.row_version[row] += 1
+        self._changed(row)
         self._free_rows.append(row)
         self.node_generation += 1
         for uid, rec in list(self.pods.items()):
@@ -281,7 +300,7 @@ class ClusterState(SharedUntilWritten):
         # removal recomputes it from the requests, which never change.
         self.pods[pod.uid] = PodRecord(pod=pod, node=row, assumed=assumed)
         self.gpu.add_pod(row, pod)
-        self.row_version[row] += 1
+        self._changed(row)
         self.generation += 1
         return True
 
@@ -294,7 +313,7 @@ class ClusterState(SharedUntilWritten):
             self.used[rec.node] -= vec
             self.free_by_col[:, rec.node] += vec
             self.gpu.remove_pod(rec.node, rec.pod)
-        self.row_version[rec.node] += 1
+        self._changed(rec.node)
         self.generation += 1
         return rec
 
@@ -333,7 +352,12 @@ class ClusterState(SharedUntilWritten):
     def snapshot(self) -> ClusterState:
         """A copy another thread may read while this state keeps changing (see
         reading_copy); reservations are shared (they are replaced, never edited)."""
-        snap = reading_copy(self)
+        # the row memos and their change log are the original's own (a copy's memos
+        # would start from its own changes)
+        snap = reading_copy(self, left_out=("row_memos", "changed_rows"))
+        snap.row_memos = {}
+        snap.changed_rows = []
+        snap.changed_from = self.change_count
         snap.gpu = reading_copy(self.gpu, deep=("learned",), left_out=GpuState.PER_POD)
         # The FGD caches are objects whose arrays the gpu-share kernel rewrites in place,
         # without the GIL: shared, the cycle's thread (scoring this copy's older rows)
@@ -342,7 +366,6 @@ class ClusterState(SharedUntilWritten):
         # what it scores: ~1 ms at 10,000 nodes, bench/gpu_share_calls.py 'rebuild').
         snap.gpu.fgd_memo = {}
         snap.gpu.fgd_base = {}
-        snap.row_memos = {}
         snap.reservations = self.reservations
         return snap
 

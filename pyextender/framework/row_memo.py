@@ -2,17 +2,18 @@
 
 A filter or score plugin opts in with ``filter_key(ctx)`` / ``score_key(ctx)``: a
 hashable key such that, for every pod with that key, its verdict (score) on a row
-depends on the key and on that row's state alone: what ``ClusterState.row_version``
-versions (the node, the pods counted on it, their GPUs, its supernodes). The key
-returns None for a pod whose answer depends on more (then the plugin runs as before).
+depends on the key and on that row's state alone, whose changes
+``ClusterState.changed_rows`` lists (the node, the pods counted on it, their GPUs,
+its supernodes). The key is None for a pod whose answer depends on more (then the
+plugin runs as before).
 
-Then every row's answer is kept with the row's version it was computed at, and a
-call computes only the rows whose version moved since: on a live cluster a few rows
-change between two pods of one shape (the members of a gang, a Job's replicas), so
-5,000 rows cost three gathers and a compare instead of the plugin's work
-(bench/verbs.py churn; README, The sidecar). A row's answer is the plugin's own for
-that row, so the result is the same array a fresh call makes
-(tests/unit/test_row_memo.py compares them after random cluster changes).
+The first call with a key computes every live row; later calls recompute only the
+rows listed as changed since, then gather the asked rows' answers. On a live cluster
+a few rows change between two pods of one shape (the members of a gang, a Job's
+replicas), so 5,000 rows cost the gathers and a plugin call over a handful of rows
+instead of the plugin's work over all (bench/verbs.py churn; README, The sidecar).
+A row's answer is the plugin's own for that row, so the result is the array a fresh
+call makes (tests/unit/test_row_memo.py compares them after random cluster changes).
 
 The memos live on the ClusterState they were computed from, bounded in bytes, most
 recently used last; a reading copy (ClusterState.snapshot) starts with none, so the
@@ -22,7 +23,7 @@ scheduling cycle's thread and the verbs never write one memo.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -30,12 +31,12 @@ from pyextender.cache.state import ClusterState
 from pyextender.framework.interfaces import FilterResult, FloatArray, IntArray, PodContext
 
 MIN_ROWS = 128
-"""Calls over fewer rows run the plugin: the bind's and Reserve's one-row checks cost
-a few µs of fixed numpy work either way, and a memo is three gathers more."""
+"""Calls over fewer rows run the plugin: the bind's and Reserve's one-row checks ask
+about one row, where a memo's first call computes every live row."""
 
 MEMO_BYTES = 32 << 20
-"""Bytes all memos of one state may hold (~13 per row and filter key, 16 per row and
-score key: ~150 keys at 10,000 nodes)."""
+"""Bytes all memos of one state may hold (5 per row and filter key, 8 per row and
+score key: 256 keys at 10,000 nodes)."""
 
 MAX_MEMOS = 256
 MIN_MEMOS = 8
@@ -61,31 +62,28 @@ class Same:
         return isinstance(other, Same) and other.obj is self.obj
 
 
-class _Memo(Protocol):
-    plugin: object
-    version: IntArray
-
-
 class FilterMemo:
-    """Verdicts per row: code, reason (into ``reasons``) and the row version they are of."""
+    """Verdicts per row: code and reason (into ``reasons``), as of change ``count``."""
 
-    __slots__ = ("_index", "codes", "plugin", "reason_ids", "reasons", "version")
-    ROW_BYTES = 8 + 1 + 4
+    __slots__ = ("_index", "cap", "codes", "count", "plugin", "reason_ids", "reasons")
+    ROW_BYTES = 1 + 4
 
     def __init__(self, plugin: object, cap: int) -> None:
         self.plugin = plugin
-        self.version: IntArray = np.full(cap, -1, dtype=np.int64)  # row versions are ≥ 0
+        self.cap = cap
+        self.count = -1  # the state's change_count the answers are of (-1: none yet)
         self.codes = np.zeros(cap, dtype=np.int8)
         self.reason_ids = np.zeros(cap, dtype=np.int32)
         self.reasons: list[str] = [""]
         self._index: dict[str, int] = {"": 0}
 
-    def store(self, rows: IntArray, result: FilterResult, version: IntArray) -> None:
+    def store(self, rows: IntArray, result: FilterResult) -> None:
         index = self._index
         if len(index) + len(result.reasons) > MAX_REASONS:
-            self.version[:] = -1  # forget every row (none refers to the old table now)
+            self.count = -1  # every row again, with a new table, at the next call
             self.reasons = [""]
             self._index = index = {"": 0}
+            return
         ids = np.empty(len(result.reasons), dtype=np.int32)
         for i, reason in enumerate(result.reasons):
             at = index.get(reason)
@@ -95,7 +93,6 @@ class FilterMemo:
             ids[i] = at
         self.codes[rows] = result.codes
         self.reason_ids[rows] = np.take(ids, result.reason_ids)
-        self.version[rows] = np.take(version, rows)
 
     def answer(self, rows: IntArray) -> FilterResult:
         # reasons: the memo's own list; Profile.filter copies it before the memo grows
@@ -103,19 +100,19 @@ class FilterMemo:
 
 
 class ScoreMemo:
-    """Scores per row and the row version they are of."""
+    """Scores per row, as of change ``count``."""
 
-    __slots__ = ("plugin", "score", "version")
-    ROW_BYTES = 8 + 8
+    __slots__ = ("cap", "count", "plugin", "score")
+    ROW_BYTES = 8
 
     def __init__(self, plugin: object, cap: int) -> None:
         self.plugin = plugin
-        self.version: IntArray = np.full(cap, -1, dtype=np.int64)
+        self.cap = cap
+        self.count = -1
         self.score: FloatArray = np.zeros(cap, dtype=np.float64)
 
-    def store(self, rows: IntArray, score: FloatArray, version: IntArray) -> None:
+    def store(self, rows: IntArray, score: FloatArray) -> None:
         self.score[rows] = score
-        self.version[rows] = np.take(version, rows)
 
 
 def _memo(
@@ -129,8 +126,8 @@ def _memo(
     memos = state.row_memos
     full = (kind, id(plugin), key)
     memo: Any = memos.pop(full, None)  # put back last: the most recently used
-    cap = state.row_version.shape[0]
-    if memo is None or memo.plugin is not plugin or memo.version.shape[0] != cap:
+    cap = state.live.shape[0]
+    if memo is None or memo.plugin is not plugin or memo.cap != cap:
         keep = max(MIN_MEMOS, min(MAX_MEMOS, MEMO_BYTES // (max(cap, 1) * row_bytes)))
         while len(memos) >= keep:
             memos.pop(next(iter(memos)))
@@ -139,42 +136,45 @@ def _memo(
     return memo
 
 
-def _stale(memo: _Memo, rows: IntArray, version: IntArray) -> IntArray:
-    """Positions in ``rows`` whose answer is missing or older than the row."""
-    stale: IntArray = np.flatnonzero(np.take(memo.version, rows) != np.take(version, rows))
-    return stale
+def _stale(state: ClusterState, count: int) -> IntArray:
+    """The rows whose answers a memo as of change ``count`` must compute: every live
+    row when it has none (or its changes are no longer listed), else those changed."""
+    if count < state.changed_from:
+        return state.live_rows()
+    changed = state.changed_rows[count - state.changed_from :]
+    if not changed:
+        return _NO_ROWS
+    return np.asarray(sorted(set(changed)), dtype=np.int64)
+
+
+_NO_ROWS: IntArray = np.empty(0, dtype=np.int64)
 
 
 def memo_filter(plugin: Any, key: Hashable, ctx: PodContext, rows: IntArray) -> FilterResult:
-    """``plugin.filter(ctx, rows)``, computed for the stale rows only."""
+    """``plugin.filter(ctx, rows)``, from the memo brought up to date."""
     state = ctx.state
     memo: FilterMemo = _memo(state, "filter", plugin, key, FilterMemo, FilterMemo.ROW_BYTES)
-    version = state.row_version
-    stale = _stale(memo, rows, version)
-    n = stale.shape[0]
-    if n == rows.shape[0]:  # nothing kept (the first pod of this key): the plugin's answer
+    count = state.change_count
+    if memo.count != count:
+        stale = _stale(state, memo.count)
+        memo.count = count
+        if stale.shape[0]:
+            memo.store(stale, plugin.filter(ctx, stale))
+    if memo.count < 0:  # the reasons outgrew the table: answered afresh, kept next time
         result: FilterResult = plugin.filter(ctx, rows)
-        memo.store(rows, result, version)
         return result
-    if n:
-        sub = rows[stale]
-        memo.store(sub, plugin.filter(ctx, sub), version)
     return memo.answer(rows)
 
 
 def memo_score(plugin: Any, key: Hashable, ctx: PodContext, rows: IntArray) -> FloatArray:
-    """``plugin.score(ctx, rows)``, computed for the stale rows only."""
+    """``plugin.score(ctx, rows)``, from the memo brought up to date."""
     state = ctx.state
     memo: ScoreMemo = _memo(state, "score", plugin, key, ScoreMemo, ScoreMemo.ROW_BYTES)
-    version = state.row_version
-    stale = _stale(memo, rows, version)
-    n = stale.shape[0]
-    if n == rows.shape[0]:
-        score: FloatArray = np.asarray(plugin.score(ctx, rows), dtype=np.float64)
-        memo.store(rows, score, version)
-        return score
-    if n:
-        sub = rows[stale]
-        memo.store(sub, np.asarray(plugin.score(ctx, sub), dtype=np.float64), version)
+    count = state.change_count
+    if memo.count != count:
+        stale = _stale(state, memo.count)
+        memo.count = count
+        if stale.shape[0]:
+            memo.store(stale, np.asarray(plugin.score(ctx, stale), dtype=np.float64))
     kept: FloatArray = np.take(memo.score, rows)
     return kept

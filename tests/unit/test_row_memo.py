@@ -12,11 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyextender.api.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pyextender.api.resources import PYEXTENDER_GPU_MILLI
+from pyextender.cache import state as state_module
 from pyextender.cache.state import ClusterState
 from pyextender.framework import row_memo
 from pyextender.framework.interfaces import PodContext
@@ -95,11 +97,22 @@ OPS = st.lists(
 )
 
 
+@pytest.mark.parametrize("log", [state_module.CHANGE_LOG, 3])
 @settings(max_examples=40, deadline=None)
 @given(OPS, st.integers(0, 2**32 - 1))
 def test_memo_answers_equal_fresh_calls_after_any_cluster_change(
-    ops: list[tuple[int, int, int]], seed: int
+    log: int, ops: list[tuple[int, int, int]], seed: int
 ) -> None:
+    """``log``: the change log's length (3: memos often older than its oldest entry)."""
+    kept = state_module.CHANGE_LOG
+    state_module.CHANGE_LOG = log
+    try:
+        _run_ops(ops, seed)
+    finally:
+        state_module.CHANGE_LOG = kept
+
+
+def _run_ops(ops: list[tuple[int, int, int]], seed: int) -> None:
     memo, plain = _profiles()
     s = ClusterState(capacity=NODES)  # grows when the ops add nodes past it
     for i in range(NODES):
@@ -163,14 +176,36 @@ def test_memos_stay_with_their_state_and_are_bounded(monkeypatch: Any) -> None:
     assert snap.row_memos and s.row_memos == before
 
 
-def test_a_filter_memo_that_outgrows_its_reasons_starts_over() -> None:
+def test_a_filter_memo_whose_reasons_outgrow_its_table_answers_afresh(monkeypatch: Any) -> None:
+    """A plugin with a new reason on every call (an amount in it) would grow a memo's
+    reason table without end: past MAX_REASONS the memo starts over, and the call is
+    answered by the plugin itself."""
     from pyextender.framework.interfaces import FilterResult
 
-    m = row_memo.FilterMemo(object(), 4)
-    version = np.arange(4, dtype=np.int64)
-    rows = np.arange(4, dtype=np.int64)
-    for i in range(row_memo.MAX_REASONS):
-        res = FilterResult(np.ones(4, np.int8), np.ones(4, np.int32), ["", f"short by {i}"])
-        m.store(rows, res, version)
-        assert m.reasons[int(m.answer(rows).reason_ids[0])] == f"short by {i}"
-    assert len(m.reasons) <= row_memo.MAX_REASONS
+    class Counting:
+        name = "counting"
+        calls = 0
+
+        def filter_key(self, ctx: PodContext) -> str:
+            return "one key"
+
+        def filter(self, ctx: PodContext, rows: Any) -> FilterResult:
+            self.calls += 1
+            n = rows.shape[0]
+            reasons = ["", f"short by {self.calls}"]
+            return FilterResult(np.ones(n, np.int8), np.ones(n, np.int32), reasons)
+
+    monkeypatch.setattr(row_memo, "MAX_REASONS", 5)
+    s = ClusterState(capacity=NODES)
+    for i in range(NODES):
+        s.set_node(_node(i))
+    plugin = Counting()
+    profile = Profile(filters=[plugin])
+    rows = s.live_rows()
+    for i in range(8):
+        s.add_pod(_pod(f"p{i}", 1), f"n{i}")  # a changed row: the memo computes it
+        p = _pod("x", 1)
+        out = profile.filter(PodContext(pod=p, state=s, request=s.vector(p.requests)), rows)
+        assert set(out.reasons) <= {f"short by {c}" for c in range(1, plugin.calls + 1)}
+        assert f"short by {plugin.calls}" in out.reasons
+        assert all(len(m.reasons) <= 5 for m in s.row_memos.values())  # type: ignore[attr-defined]
