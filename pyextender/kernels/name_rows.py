@@ -33,6 +33,10 @@ of the match, took 170 µs for 5,000 names; words 154, and unsigned indices 103.
 HASH_MASK = 2**31 - 1
 """The hash is kept to 31 bits, so ``h * HASH_MUL`` never overflows int64."""
 HASH_MUL = 1000003
+ROW_MASK = (1 << 24) - 1
+"""A table entry holds its row in 24 bits and its name's length in 8 (DNS subdomain
+names, as node names are, have at most 253 bytes): past either, no table is built."""
+MAX_LENGTH = 255
 
 
 def name_rows_loops(
@@ -40,9 +44,7 @@ def name_rows_loops(
     n_raw: int,
     words: I64,  # [rows * n_words] each row's name as 7-byte words, zero-padded
     n_words: int,
-    length: I64,  # [rows] bytes of each row's name
-    table: I64,  # [mask + 1] row per slot, -1 empty (build_loops)
-    keys: I64,  # [mask + 1] the hash of the slot's name
+    table: I64,  # [mask + 1] per slot hash << 32 | length << 24 | row, -1 empty (build_loops)
     mask: int,
     scratch: I64,  # [n_words + 1] the name being read, as words
     out_rows: I64,  # [>= names in raw] the rows, in the list's order
@@ -98,10 +100,13 @@ def name_rows_loops(
         size = j - start
         slot = (h ^ (h >> 15)) & mask
         row = -1
+        # one read per slot gives its name's hash, length and row (three arrays were
+        # three cache misses per name): another name's slot is passed over unread
+        want = (h << 32) | (size << 24)
         while table[unsigned(slot)] >= 0:
-            r = table[unsigned(slot)]
-            # the hash first: another name's slot is passed over without reading it
-            if keys[unsigned(slot)] == h and length[unsigned(r)] == size:
+            entry = table[unsigned(slot)]
+            if entry >> 24 == want >> 24:
+                r = entry & ROW_MASK
                 base = r * n_words
                 k = 0
                 while k < m and words[unsigned(base + k)] == scratch[unsigned(k)]:
@@ -140,16 +145,13 @@ def build_loops(
     n_rows: int,
     words: I64,  # [rows * n_words] out: each row's name as words (as name_rows_loops)
     n_words: int,
-    length: I64,  # [rows] out: bytes of each row's name
     table: I64,  # [mask + 1] filled with -1 by the caller
-    keys: I64,  # [mask + 1]
     mask: int,
 ) -> None:
     for e in range(n_rows):
         r = rows[e]
         base = r * width + 1
         size = qlen[r] - 2
-        length[r] = size
         h = 0
         w = 0
         shift = 0
@@ -169,8 +171,7 @@ def build_loops(
         slot = (h ^ (h >> 15)) & mask
         while table[slot] >= 0:
             slot = (slot + 1) & mask
-        table[slot] = r
-        keys[slot] = h
+        table[slot] = (h << 32) | (size << 24) | r
 
 
 _name_rows_jit = compile_kernel(name_rows_loops)
@@ -182,7 +183,7 @@ name_rows_python: LoopKernel = name_rows_loops
 class NameTable:
     """The cache's live node names by row, for ``rows``: one per node set."""
 
-    __slots__ = ("_keys", "_length", "_mask", "_n_words", "_table", "_words")
+    __slots__ = ("_mask", "_n_words", "_table", "_usable", "_words")
 
     def __init__(self, quoted: U8, live_rows: I64) -> None:
         """``quoted``: (rows, width) each row's ``"name"`` padded with spaces (after the
@@ -197,31 +198,33 @@ class NameTable:
             qlen = np.where(filled.any(axis=1), last + 1, 0).astype(np.int64)
         self._n_words = max(1, -(-max(int(width) - 2, 0) // WORD))
         self._words: I64 = np.zeros(rows * self._n_words, dtype=np.int64)
-        self._length: I64 = np.zeros(rows, dtype=np.int64)
         live = np.ascontiguousarray(live_rows, dtype=np.int64)
         size = 1 << max(4, int(2 * live.shape[0] - 1).bit_length())  # load <= 1/2
         self._mask = size - 1
         self._table: I64 = np.full(size, -1, dtype=np.int64)
-        self._keys: I64 = np.zeros(size, dtype=np.int64)
-        _build_jit(flat, int(width), qlen, live, int(live.shape[0]), self._words,
-                   self._n_words, self._length, self._table, self._keys,
-                   self._mask)  # fmt: skip
+        # rows and name lengths must fit their bits of a table entry (see ROW_MASK)
+        self._usable = rows <= ROW_MASK + 1 and int(qlen.max(initial=0)) - 2 <= MAX_LENGTH
+        if self._usable:
+            _build_jit(flat, int(width), qlen, live, int(live.shape[0]), self._words,
+                       self._n_words, self._table, self._mask)  # fmt: skip
 
     def rows(self, raw: bytes, python: bool = False) -> I64 | None:
         """Rows of the names in the JSON list ``raw``, in its order; None when the
         decoder must read it (see the module docstring)."""
+        if not self._usable:
+            return None
         out = np.empty(len(raw) // 3 + 1, dtype=np.int64)  # a name takes >= 3 bytes: "",
         if python:  # the interpreter reads lists (numpy scalars would wrap at uint8)
             outs: list[int] = out.tolist()
             got = [0]
             name_rows_python(list(raw), len(raw), self._words.tolist(), self._n_words,
-                             self._length.tolist(), self._table.tolist(), self._keys.tolist(),
-                             self._mask, [0] * (self._n_words + 1), outs, got)  # fmt: skip
+                             self._table.tolist(), self._mask, [0] * (self._n_words + 1),
+                             outs, got)  # fmt: skip
             return None if got[0] < 0 else np.asarray(outs[: got[0]], dtype=np.int64)
         status = np.zeros(1, dtype=np.int64)
         scratch = np.empty(self._n_words + 1, dtype=np.int64)
         _name_rows_jit(np.frombuffer(raw, dtype=np.uint8), len(raw), self._words,
-                       self._n_words, self._length, self._table, self._keys, self._mask,
-                       scratch, out, status)  # fmt: skip
+                       self._n_words, self._table, self._mask, scratch, out,
+                       status)  # fmt: skip
         found = int(status[0])
         return None if found < 0 else out[:found]
