@@ -150,16 +150,22 @@ def _stale(state: ClusterState, count: int) -> IntArray:
 _NO_ROWS: IntArray = np.empty(0, dtype=np.int64)
 
 
-def memo_filter(plugin: Any, key: Hashable, ctx: PodContext, rows: IntArray) -> FilterResult:
-    """``plugin.filter(ctx, rows)``, from the memo brought up to date."""
-    state = ctx.state
-    memo: FilterMemo = _memo(state, "filter", plugin, key, FilterMemo, FilterMemo.ROW_BYTES)
+def _update(memo: Any, state: ClusterState, compute: Callable[[IntArray], None]) -> None:
+    """``compute`` (which stores into ``memo``) over the rows changed since the memo's
+    change count, which becomes the state's."""
     count = state.change_count
     if memo.count != count:
         stale = _stale(state, memo.count)
         memo.count = count
         if stale.shape[0]:
-            memo.store(stale, plugin.filter(ctx, stale))
+            compute(stale)
+
+
+def memo_filter(plugin: Any, key: Hashable, ctx: PodContext, rows: IntArray) -> FilterResult:
+    """``plugin.filter(ctx, rows)``, from the memo brought up to date."""
+    state = ctx.state
+    memo: FilterMemo = _memo(state, "filter", plugin, key, FilterMemo, FilterMemo.ROW_BYTES)
+    _update(memo, state, lambda stale: memo.store(stale, plugin.filter(ctx, stale)))
     if memo.count < 0:  # the reasons outgrew the table: answered afresh, kept next time
         result: FilterResult = plugin.filter(ctx, rows)
         return result
@@ -170,11 +176,8 @@ def memo_score(plugin: Any, key: Hashable, ctx: PodContext, rows: IntArray) -> F
     """``plugin.score(ctx, rows)``, from the memo brought up to date."""
     state = ctx.state
     memo: ScoreMemo = _memo(state, "score", plugin, key, ScoreMemo, ScoreMemo.ROW_BYTES)
-    count = state.change_count
-    if memo.count != count:
-        stale = _stale(state, memo.count)
-        memo.count = count
-        if stale.shape[0]:
-            memo.store(stale, np.asarray(plugin.score(ctx, stale), dtype=np.float64))
+    _update(
+        memo, state, lambda stale: memo.store(stale, np.asarray(plugin.score(ctx, stale), float))
+    )
     kept: FloatArray = np.take(memo.score, rows)
     return kept
