@@ -160,7 +160,9 @@ class Extender:
         self._last_names: (
             tuple[bytes, object, int, tuple[IntArray, Sequence[str], list[str]]] | None
         ) = None
-        self._answered: tuple[bytes, object, int, IntArray] | None = None
+        self._answered: (
+            tuple[bytes, object, int, tuple[IntArray, Sequence[str], list[str]]] | None
+        ) = None
         """The node list of the last filter reply (without the padding between names)
         and its rows: kube-scheduler asks prioritize about exactly those nodes, in that
         order, in the same compact JSON (HTTPExtender: the names of the nodes the
@@ -317,23 +319,21 @@ class Extender:
         if records is None or not records.current(state):
             records = self._records = RowRecords.build(state)
         names_raw = bytes(wire.NodeNames)
-        last = self._last_names
         known: Sequence[str]
-        if (
-            last is not None
-            and last[1] is state
-            and last[2] == state.node_generation
-            and last[0] == names_raw
-        ):
-            rows, known, unknown = last[3]
-        elif (
-            (answered := self._answered) is not None
-            and answered[1] is state
-            and answered[2] == state.node_generation
-            and answered[0] == names_raw
-        ):
-            rows, unknown = answered[3], []
-            known = RowNames(state.node_names, rows)
+        # the last list asked about, then the last list filter answered (prioritize's)
+        seen = next(
+            (
+                m[3]
+                for m in (self._last_names, self._answered)
+                if m is not None
+                and m[1] is state
+                and m[2] == state.node_generation
+                and m[0] == names_raw
+            ),
+            None,
+        )
+        if seen is not None:
+            rows, known, unknown = seen
         else:
             mapped = records.names.rows(names_raw)
             if mapped is not None:  # every name a node the cache holds
@@ -392,7 +392,12 @@ class Extender:
         names_json = name_list(records.named, answered)
         state = self.cache.state
         # node names hold no spaces (DNS subdomains): only the padding goes
-        self._answered = (names_json.replace(b" ", b""), state, state.node_generation, answered)
+        self._answered = (
+            names_json.replace(b" ", b""),
+            state,
+            state.node_generation,
+            (answered, RowNames(state.node_names, answered), []),
+        )
         return b"".join(
             (
                 b'{"Nodes":null,"NodeNames":',
