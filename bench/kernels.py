@@ -9,9 +9,11 @@ interpreter over lists), the speed-ups from this run, and whether all
 returned identical results.
 
 Deduplication is reported apart from compilation. The topology kernel
-computes each distinct (layout, free mask) once per call; so do its
-references: the pure-Python one runs the same memoised loops, and the numpy
-one (``numpy``) evaluates only the distinct pairs (np.unique) and scatters
+computes each distinct (layout, free mask) once per call, and the domains,
+loss and score once per distinct (layout, free GPUs per domain) among those;
+so do its references: the pure-Python one runs the same memoised loops, and
+the numpy one (``numpy``) evaluates only the distinct pairs and, for all but
+the chosen GPUs, the distinct counts among them (np.unique), and scatters
 back. ``numpy_nodedup`` is the numpy reference over every node, so
 ``dedup_gain_numpy`` = numpy_nodedup / numpy is what deduplication buys and
 ``speedup_vs_numpy`` = numpy / numba what compilation buys, both against the

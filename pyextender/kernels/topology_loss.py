@@ -22,7 +22,10 @@ Nodes with fewer than k free GPUs get mask 0, 0 domains and score −inf.
 Nodes sharing a layout and a free mask have identical results, so the kernel
 computes each distinct (layout, mask) once per request and keeps it for the
 next calls of that request (memo tagged by a stamp per request, so a buffer
-never needs clearing). Loss is exact int64; every
+never needs clearing). Of those pairs, the ones with the same free GPUs per domain
+(not the same GPUs) cross as many domains, lose as much and score the same: a second
+memo keyed by (layout, free counts) computes that once, and each pair only picks its
+GPUs. Loss is exact int64; every
 implementation evaluates the score with the same float expression.
 """
 
@@ -47,9 +50,14 @@ I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
-LAY_FIELDS = 5
+LAY_FIELDS = 6
 """Per-layout fields in the kernel's ``lay`` array: GPUs, domains, GPUs in the largest
-domain, mask of all the layout's GPUs, start of its memo block (2**GPUs entries)."""
+domain, mask of all the layout's GPUs, start of its memo block (2**GPUs entries), start
+of its block in the counts memo (2**(Σ_d bit length of domain d's GPUs) entries)."""
+
+COUNT_FIELDS = 4
+"""int64 fields per counts-memo entry: stamp, domains crossed, loss, GPUs taken per
+domain (packed as the entry's index packs the free counts)."""
 
 SCAN_BLOCK = 4096
 """Memo blocks (2**GPUs entries) up to this size are scanned in mask order for the pairs
@@ -77,6 +85,8 @@ def topology_loops(
     memo_dom: I32,
     memo_loss: I64,
     memo_score: F64,
+    count_memo: I64,  # [COUNT_FIELDS * Layouts.count_memo_size]: see the pair loop
+    count_score: F64,  # [Layouts.count_memo_size]
     scratch: I64,  # [scratch_size(L, S, stride, n)], see the layout below
     full: int,  # 0: only out_dom and out_score are written (what filter and score read)
     out_mask: I64,  # [n] chosen GPUs as a bitmask (when full)
@@ -86,14 +96,17 @@ def topology_loops(
 ) -> None:
     # scratch: per layout LAY_FIELDS fields (GPUs, domains, GPUs in the largest
     # domain, mask of all its GPUs, start of its memo block of 2**GPUs entries), the
-    # GPUs of each domain as bitmasks, c // s for c in 0..stride (a lookup instead
+    # GPUs of each domain as bitmasks, each domain's shift and width in a counts
+    # memo index, c // s for c in 0..stride (a lookup instead
     # of an integer division per size and domain), free and taken GPUs per domain,
     # per layout the loss tables, then per node its memo key and the work list of pairs
     # to compute.
     # Derived here, per call: L and S are small (< 2 µs)
     sq = (stride + 1) * (stride + 1)
     dm = n_lay * LAY_FIELDS
-    div = dm + n_lay * stride
+    sh = dm + n_lay * stride
+    wd = sh + n_lay * stride
+    div = wd + n_lay * stride
     cnt = div + s_count * (stride + 1)
     tk = cnt + stride
     lt = tk + stride
@@ -101,6 +114,7 @@ def topology_loops(
     ky = lb + n_lay * (stride + 1)
     work = ky + n  # the keys' slots are seen as unsigned (index_slots)
     offset = 0
+    count_offset = 0
     for lid in range(n_lay):
         at = lid * LAY_FIELDS
         base = lid * stride
@@ -114,6 +128,7 @@ def topology_loops(
             if d >= nd:
                 nd = d + 1
         biggest = 0
+        shift = 0
         for d in range(nd):
             x = scratch[dm + base + d]
             m = 0
@@ -122,12 +137,20 @@ def topology_loops(
                 m += 1
             if m > biggest:
                 biggest = m
+            bits = 0
+            while (1 << bits) <= m:  # bit length of m: a count 0..m fits in it
+                bits += 1
+            scratch[sh + base + d] = shift
+            scratch[wd + base + d] = (1 << bits) - 1
+            shift += bits
         scratch[at] = c
         scratch[at + 1] = nd
         scratch[at + 2] = biggest
         scratch[at + 3] = (1 << c) - 1
         scratch[at + 4] = offset
+        scratch[at + 5] = count_offset
         offset += 1 << c
+        count_offset += 1 << shift
     # pass 1: each node's memo key, in a loop of its own with no branch (the compiler
     # vectorises it); keys are unsigned, so indexing the memo with them needs no
     # negative-index wrap-around (a compare and select per access). Bits past the
@@ -219,49 +242,77 @@ def topology_loops(
         score = -np.inf
         if k > 0 and tot >= k:
             nd = scratch[at + 1]
+            # Domains crossed, loss and score depend on the free GPUs per domain only,
+            # not on which GPUs they are: masks with the same counts (e.g. 25 count
+            # pairs for 256 masks of two islands of 4) share one entry of the counts
+            # memo, indexed by the counts packed at each domain's shift
+            ckey = scratch[at + 5]
             for d in range(nd):
-                scratch[cnt + d] = popcount(free & scratch[dm + base + d])  # free GPUs
-                scratch[tk + d] = 0  # GPUs taken from domain d
-            # best fit into one domain, else whole domains largest first (lowest id on ties)
-            remaining = k
-            while remaining > 0:
-                fit = -1
+                c = popcount(free & scratch[dm + base + d])  # free GPUs
+                scratch[cnt + d] = c
+                ckey += c << scratch[sh + base + d]
+            ce = COUNT_FIELDS * ckey
+            if count_memo[ce] == stamp:
+                ndom = count_memo[ce + 1]
+                loss = count_memo[ce + 2]
+                taken = count_memo[ce + 3]
+                score = count_score[ckey]
+            else:
                 for d in range(nd):
-                    c = scratch[cnt + d]
-                    if (
-                        scratch[tk + d] == 0
-                        and c >= remaining
-                        and (fit < 0 or c < scratch[cnt + fit])
-                    ):
-                        fit = d
-                if fit >= 0:
-                    scratch[tk + fit] = remaining
-                    remaining = 0
-                else:
-                    big = -1
+                    scratch[tk + d] = 0  # GPUs taken from domain d
+                # best fit into one domain, else whole domains largest first (lowest id
+                # on ties)
+                remaining = k
+                while remaining > 0:
+                    fit = -1
                     for d in range(nd):
                         c = scratch[cnt + d]
-                        if scratch[tk + d] == 0 and c > 0 and (big < 0 or c > scratch[cnt + big]):
-                            big = d
-                    scratch[tk + big] = scratch[cnt + big]
-                    remaining -= scratch[cnt + big]
-                ndom += 1
+                        if (
+                            scratch[tk + d] == 0
+                            and c >= remaining
+                            and (fit < 0 or c < scratch[cnt + fit])
+                        ):
+                            fit = d
+                    if fit >= 0:
+                        scratch[tk + fit] = remaining
+                        remaining = 0
+                    else:
+                        big = -1
+                        for d in range(nd):
+                            c = scratch[cnt + d]
+                            if (
+                                scratch[tk + d] == 0
+                                and c > 0
+                                and (big < 0 or c > scratch[cnt + big])
+                            ):
+                                big = d
+                        scratch[tk + big] = scratch[cnt + big]
+                        remaining -= scratch[cnt + big]
+                    ndom += 1
+                # after − before, from the tables (only the domains taken from change)
+                loss = scratch[lb + lid * (stride + 1) + tot]
+                row = lt + lid * sq
+                taken = 0
+                for d in range(nd):
+                    t = scratch[tk + d]
+                    loss += scratch[row + scratch[cnt + d] * (stride + 1) + t]
+                    taken |= t << scratch[sh + base + d]
+                quality = 1.0 / ndom
+                score = weight * quality - loss_weight * (loss / (w_sum * scratch[at]))
+                count_memo[ce] = stamp
+                count_memo[ce + 1] = ndom
+                count_memo[ce + 2] = loss
+                count_memo[ce + 3] = taken
+                count_score[ckey] = score
             # the lowest-indexed free GPUs of each domain taken from
             for d in range(nd):
-                t = scratch[tk + d]
+                t = (taken >> scratch[sh + base + d]) & scratch[wd + base + d]
                 x = free & scratch[dm + base + d]
                 while t > 0:
                     low = x & -x
                     chosen |= low
                     x ^= low
                     t -= 1
-            # after − before, from the tables (only the domains taken from change)
-            loss = scratch[lb + lid * (stride + 1) + tot]
-            row = lt + lid * sq
-            for d in range(nd):
-                loss += scratch[row + scratch[cnt + d] * (stride + 1) + scratch[tk + d]]
-            quality = 1.0 / ndom
-            score = weight * quality - loss_weight * (loss / (w_sum * scratch[at]))
         memo_mask[key] = chosen
         memo_dom[key] = ndom
         memo_loss[key] = loss
@@ -302,6 +353,16 @@ class Layouts:
     def memo_size(self) -> int:
         # Python ints: a numpy shift and sum cost ~1.5 µs of a cold call, this ~0.3 µs
         return sum(1 << c for c in self.count.tolist())
+
+    @property
+    def count_memo_size(self) -> int:
+        """Entries of the counts memo: per layout 2**(Σ_d bit length of domain d's GPUs),
+        never more than its 2**GPUs masks (a bit length is at most the count)."""
+        total = 0
+        for lid, c in enumerate(self.count.tolist()):
+            per_domain = np.bincount(self.domain[lid, :c]).tolist()
+            total += 1 << sum(int(m).bit_length() for m in per_domain)
+        return total
 
 
 class TopologyResult(NamedTuple):
@@ -362,7 +423,7 @@ def _prepare(
 
 def scratch_size(n_lay: int, s_count: int, stride: int, n: int) -> int:
     """int64 entries of the kernel's scratch (see ``topology_loops``)."""
-    per_layout = LAY_FIELDS + stride + (stride + 1) * (stride + 2)
+    per_layout = LAY_FIELDS + 3 * stride + (stride + 1) * (stride + 2)
     return n_lay * per_layout + s_count * (stride + 1) + 2 * stride + 2 * n
 
 
@@ -385,6 +446,10 @@ class TopologyKernel:
         # fix a memo's size), those of the latest layout set only, at most MEMO_BANKS
         self._spare: dict[bytes, list[Memo]] = {}
         self._scratch: I64 = np.empty(0, dtype=np.int64)
+        # the counts memo, shared by the banks (entries tagged with their bank's stamp;
+        # zeros, as no stamp is 0) and sized for the layouts of the last call
+        self._counts: tuple[bytes, I64, F64] = (b"", np.zeros(0, np.int64), np.zeros(0))
+        self._counts_of: Layouts | None = None
 
     def forget(self) -> None:
         for key, bank in self._banks.items():
@@ -429,6 +494,15 @@ class TopologyKernel:
         self._banks[key] = bank  # most recently used last
         return bank
 
+    def _counts_for(self, layouts: Layouts) -> tuple[I64, F64]:
+        if layouts is not self._counts_of:  # the same object: no bytes compared (~0.5 µs)
+            self._counts_of = layouts
+            key = layouts.count.tobytes() + layouts.domain.tobytes()
+            if self._counts[0] != key:
+                size = layouts.count_memo_size
+                self._counts = (key, np.zeros(COUNT_FIELDS * size, np.int64), np.zeros(size))
+        return self._counts[1], self._counts[2]
+
     def _scratch_for(self, layouts: Layouts, s_count: int, n: int) -> I64:
         n_lay, stride = layouts.domain.shape
         size = scratch_size(n_lay, s_count, stride, n)
@@ -464,7 +538,7 @@ class TopologyKernel:
             n, stride,
             np.ascontiguousarray(free_mask, dtype=np.int64),
             np.ascontiguousarray(layout, dtype=np.int32),
-            *bank.prepared, bank.stamp, *bank.memo,
+            *bank.prepared, bank.stamp, *bank.memo, *self._counts_for(layouts),
             self._scratch_for(layouts, int(sizes.shape[0]), n),
             int(full), out.mask, out.domains, out.loss, out.score,
         )  # fmt: skip
@@ -489,6 +563,8 @@ class TopologyKernel:
         size = layouts.memo_size
         memo: list[list[int] | list[float]] = [[0] * size for _ in range(4)]
         memo.append([0.0] * size)
+        counts = layouts.count_memo_size
+        memo += [[0] * (COUNT_FIELDS * counts), [0.0] * counts]
         scratch = [0] * scratch_size(int(layouts.count.shape[0]), int(sizes.shape[0]), stride, n)
         outs: list[list[int] | list[float]] = [[0] * n, [0] * n, [0] * n, [0.0] * n]
         _topology_loops_python(
@@ -502,18 +578,11 @@ class TopologyKernel:
         )
 
 
-def topology_numpy(
-    free_mask: I64,
-    layout: I32,
-    layouts: Layouts,
-    k: int,
-    sizes: I64,
-    size_w: I64,
-    weight: float = 1.0,
-    loss_weight: float = 1.0,
-) -> TopologyResult:
-    """Vectorised numpy reference (no memo): nodes × GPU slots × domains."""
-    n = free_mask.shape[0]
+def _domain_counts(
+    free_mask: I64, layout: I32, layouts: Layouts
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], I64]:
+    """Per node: its free GPU slots [n, G], GPU-in-domain one-hot [n, G(gpu), G(domain)]
+    and free GPUs per domain [n, D=G]."""
     stride = layouts.domain.shape[1]
     count = layouts.count[layout].astype(np.int64)  # [n]
     dom = layouts.domain[layout]  # [n, G]
@@ -522,6 +591,27 @@ def topology_numpy(
     bits = ((free_mask[:, None] >> slots) & 1).astype(bool) & real
     onehot = (dom[:, :, None] == slots) & real[:, :, None]  # [n, G(gpu), G(domain)]
     cnt = (onehot & bits[:, :, None]).sum(axis=1).astype(np.int64)  # [n, D]
+    return bits, onehot, cnt
+
+
+def _solve(
+    cnt: I64,
+    layout: I32,
+    layouts: Layouts,
+    k: int,
+    sizes: I64,
+    size_w: I64,
+    weight: float,
+    loss_weight: float,
+) -> tuple[I64, I32, I64, F64]:
+    """From free GPUs per domain [n, D]: GPUs taken per domain, domains crossed, loss and
+    score (none of them depends on which GPUs of a domain are free)."""
+    n, stride = cnt.shape
+    count = layouts.count[layout].astype(np.int64)
+    dom = layouts.domain[layout]
+    slots = np.arange(stride)
+    real = slots < count[:, None]
+    onehot = (dom[:, :, None] == slots) & real[:, :, None]
     dsize = onehot.sum(axis=1)
     tot = cnt.sum(axis=1)
     biggest = dsize.max(axis=1)
@@ -546,13 +636,6 @@ def topology_numpy(
     take[np.arange(n), fit] = r
     take = np.where(fits[:, None], take, 0)
     ndom = np.where(fits, t_star + 1, 0).astype(np.int32)
-    # lowest-indexed free GPUs of each domain, `take[d]` of them
-    rank = np.cumsum(onehot & bits[:, :, None], axis=1)  # [n, G, D]
-    gpu_rank = (rank * onehot).sum(axis=2)  # 1-based rank of a free GPU in its domain
-    gpu_take = np.take_along_axis(take, dom.astype(np.int64), axis=1)
-    chosen_bits = bits & (gpu_rank <= gpu_take)
-    chosen = (chosen_bits.astype(np.int64) << slots).sum(axis=1)
-    chosen = np.where(fits, chosen, 0)
     after_cnt = cnt - take
     before = np.zeros(n, dtype=np.int64)
     after = np.zeros(n, dtype=np.int64)
@@ -562,12 +645,46 @@ def topology_numpy(
         p_a = np.where(inside, (after_cnt // s).sum(axis=1), (tot - k) // s)
         before += w * (tot - s * p_b)
         after += w * (tot - k - s * p_a)
-    loss = np.where(fits, after - before, 0)
+    loss = np.where(fits, after - before, 0).astype(np.int64)
     w_sum = int(size_w.sum())
     with np.errstate(divide="ignore"):
         quality = 1.0 / ndom
     score = np.where(fits, weight * quality - loss_weight * (loss / (w_sum * count)), -np.inf)
-    return TopologyResult(chosen.astype(np.int64), ndom, loss.astype(np.int64), score)
+    return take, ndom, loss, score
+
+
+def _chosen(
+    bits: npt.NDArray[np.bool_],
+    onehot: npt.NDArray[np.bool_],
+    layout: I32,
+    layouts: Layouts,
+    take: I64,
+) -> I64:
+    """The lowest-indexed free GPUs of each domain, ``take[d]`` of them, as a bitmask."""
+    dom = layouts.domain[layout]
+    slots = np.arange(layouts.domain.shape[1])
+    rank = np.cumsum(onehot & bits[:, :, None], axis=1)  # [n, G, D]
+    gpu_rank = (rank * onehot).sum(axis=2)  # 1-based rank of a free GPU in its domain
+    gpu_take = np.take_along_axis(take, dom.astype(np.int64), axis=1)
+    chosen_bits = bits & (gpu_rank <= gpu_take)
+    out: I64 = (chosen_bits.astype(np.int64) << slots).sum(axis=1).astype(np.int64)
+    return out
+
+
+def topology_numpy(
+    free_mask: I64,
+    layout: I32,
+    layouts: Layouts,
+    k: int,
+    sizes: I64,
+    size_w: I64,
+    weight: float = 1.0,
+    loss_weight: float = 1.0,
+) -> TopologyResult:
+    """Vectorised numpy reference (no memo): nodes × GPU slots × domains."""
+    bits, onehot, cnt = _domain_counts(free_mask, layout, layouts)
+    take, ndom, loss, score = _solve(cnt, layout, layouts, k, sizes, size_w, weight, loss_weight)
+    return TopologyResult(_chosen(bits, onehot, layout, layouts, take), ndom, loss, score)
 
 
 def topology_numpy_dedup(
@@ -580,13 +697,19 @@ def topology_numpy_dedup(
     weight: float = 1.0,
     loss_weight: float = 1.0,
 ) -> TopologyResult:
-    """The numpy reference over distinct (layout, free mask) pairs only, scattered back:
-    the same deduplication the kernel's memo gives it, done the numpy way (np.unique)."""
+    """The numpy reference with the kernel's two deduplications, done the numpy way
+    (np.unique): distinct (layout, free mask) pairs, and among those the distinct
+    (layout, free GPUs per domain), which decide all but the chosen GPUs."""
     key = (layout.astype(np.int64) << 32) | free_mask.astype(np.int64)
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    res = topology_numpy(
-        free_mask[first], layout[first], layouts, k, sizes, size_w, weight, loss_weight
+    p_mask, p_layout = free_mask[first], layout[first]
+    bits, onehot, cnt = _domain_counts(p_mask, p_layout, layouts)
+    by_counts = np.concatenate([p_layout.astype(np.int64)[:, None], cnt], axis=1)
+    _, c_first, c_inverse = np.unique(by_counts, axis=0, return_index=True, return_inverse=True)
+    c_inverse = c_inverse.reshape(-1)
+    take, ndom, loss, score = _solve(
+        cnt[c_first], p_layout[c_first], layouts, k, sizes, size_w, weight, loss_weight
     )
-    return TopologyResult(
-        res.mask[inverse], res.domains[inverse], res.loss[inverse], res.score[inverse]
-    )
+    chosen = _chosen(bits, onehot, p_layout, layouts, take[c_inverse])
+    pair = c_inverse[inverse]
+    return TopologyResult(chosen[inverse], ndom[pair], loss[pair], score[pair])

@@ -174,6 +174,42 @@ def test_spare_buffers_of_other_layouts_are_skipped_and_bounded() -> None:
         assert all(m[0].shape[0] == layouts.memo_size for m in kept)
 
 
+def test_counts_memo_across_layout_sets_and_interleaved_requests() -> None:
+    """The counts memo is shared by every bank and keyed by free GPUs per domain: entries
+    of one request or one layout set must never answer for another. Two layout sets with
+    the same GPU counts (so pair memos are reused as spares) but other domains alternate,
+    and requests interleave, each against a fresh reference."""
+    dom_a = np.zeros((2, STRIDE), dtype=np.int32)
+    dom_a[0, :8] = [0, 0, 0, 0, 1, 1, 1, 1]
+    dom_a[1, :8] = [0, 0, 1, 1, 2, 2, 3, 3]
+    dom_b = np.zeros((2, STRIDE), dtype=np.int32)
+    dom_b[0, :8] = [0, 0, 1, 1, 1, 1, 1, 1]  # islands of 2 and 6
+    dom_b[1, :8] = [0] * 8
+    count = np.asarray([8, 8], dtype=np.int32)
+    rng = np.random.default_rng(11)
+    layout = rng.integers(0, 2, 300).astype(np.int32)
+    masks = rng.integers(0, 256, 300).astype(np.int64)
+    requests = [
+        (2, np.asarray([1, 2, 4], np.int64), np.asarray([3, 2, 1], np.int64)),
+        (3, np.asarray([1, 2, 4], np.int64), np.asarray([3, 2, 1], np.int64)),
+        (2, np.asarray([1, 8], np.int64), np.asarray([1, 1], np.int64)),
+    ]
+    kern = TopologyKernel()
+    for round_ in range(4):
+        # a new Layouts object each round, equal to an earlier one every other round
+        layouts = Layouts(count, (dom_a if round_ % 2 == 0 else dom_b).copy())
+        for k, sizes, weights in requests * 2:
+            for full in (True, False):
+                got = kern.run(masks, layout, layouts, k, sizes, weights, full=full)
+                ref = topology_numpy(masks, layout, layouts, k, sizes, weights)
+                assert np.array_equal(got.domains, ref.domains), (round_, k)
+                assert np.array_equal(got.score, ref.score), (round_, k)
+                if full:
+                    assert np.array_equal(got.mask, ref.mask), (round_, k)
+                    assert np.array_equal(got.loss, ref.loss), (round_, k)
+            masks = np.where(rng.random(300) < 0.1, rng.integers(0, 256, 300), masks)
+
+
 def test_popcount_in_a_kernel_equals_the_interpreters() -> None:
     """The kernels' popcount (LLVM ctpop inside numba, bin() in the interpreter)."""
     from numba import njit
