@@ -139,6 +139,19 @@ def build_extender(nodes: int, pick: bool = False) -> Extender:
     return Extender(cache, profile, None, metrics, pick_node=pick)  # type: ignore[arg-type]
 
 
+def as_served(ext: Extender) -> Extender:
+    """The sidecar's collector settings (server.app: fewer gen0 collections, the synced
+    cache frozen out of the scans), as the served process has them: the in-process
+    figures then time the same work, not collections a server would not make
+    (BENCH_DEFAULT_GC=1: Python's defaults, here and in the server)."""
+    if os.environ.get("BENCH_DEFAULT_GC") != "1":
+        from pyextender.server.app import freeze_heap, tune_gc
+
+        tune_gc()
+        freeze_heap()
+    return ext
+
+
 class NoWrites:
     """The actuator of the bench's actions loop: decisions are made, never written."""
 
@@ -223,14 +236,12 @@ def serve(nodes: int, port: int, rate: float, pick: bool = False) -> None:
 
     import uvicorn
 
-    from pyextender.server.app import freeze_heap, tune_gc, tune_switch_interval
+    from pyextender.server.app import tune_switch_interval
     from pyextender.server.http import ExtenderApp
 
-    ext = build_extender(nodes, pick)
+    ext = as_served(build_extender(nodes, pick))
     if os.environ.get("BENCH_DEFAULT_GC") != "1":
-        tune_gc()
         tune_switch_interval()
-        freeze_heap()
     app = ExtenderApp(ext, lambda: (True, "ok"))
     config = uvicorn.Config(
         app,
@@ -389,7 +400,7 @@ def churn_in_process(
     changed between requests as the server's churn changed it (``ticks_per_request``:
     the ticks per filter the HTTP run saw). No actions loop here: this is the verbs'
     own work, which the HTTP figures add the transport and the loop's competition to."""
-    ext = build_extender(nodes, pick)
+    ext = as_served(build_extender(nodes, pick))
     churner = Churn(ext, nodes)
     wire = msgspec.json.Decoder(ExtenderArgsWire)
     verbs = ("filter",) if pick else ("filter", "prioritize")
@@ -464,7 +475,7 @@ def run(nodes: int, requests: int) -> dict[str, Any]:
         health = measure(c, "GET", "/healthz", None, requests)
         res["healthz_p50_ms"] = pct(health, 50)
         res["healthz_p99_ms"] = pct(health, 99)
-        exts = {False: build_extender(nodes), True: build_extender(nodes, pick=True)}
+        exts = {False: build_extender(nodes), True: as_served(build_extender(nodes, pick=True))}
         for verb in VERBS:
             conn, ext = (cp, exts[True]) if verb == "pick" else (c, exts[False])
             path = "/prioritize" if verb == "prioritize" else "/filter"
