@@ -608,13 +608,13 @@ def _solve(
     score (none of them depends on which GPUs of a domain are free)."""
     n, stride = cnt.shape
     count = layouts.count[layout].astype(np.int64)
-    dom = layouts.domain[layout]
     slots = np.arange(stride)
-    real = slots < count[:, None]
-    onehot = (dom[:, :, None] == slots) & real[:, :, None]
-    dsize = onehot.sum(axis=1)
+    # GPUs in each layout's largest domain (per layout: [L, G, G] for a handful of
+    # layouts, where per node it was [n, G, G] again)
+    real = slots < layouts.count[:, None]
+    biggest = ((layouts.domain[:, :, None] == slots) & real[:, :, None]).sum(axis=1).max(axis=1)
+    biggest = biggest[layout]
     tot = cnt.sum(axis=1)
-    biggest = dsize.max(axis=1)
     fits = (tot >= k) & (k > 0)
     big = np.int64(1) << 40
     # domains taken whole, largest first (ties: lowest id), until the rest fits one
