@@ -140,14 +140,15 @@ def build_extender(nodes: int, pick: bool = False) -> Extender:
 
 
 def as_served(ext: Extender) -> Extender:
-    """The sidecar's collector settings (server.app: fewer gen0 collections, the synced
-    cache frozen out of the scans), as the served process has them: the in-process
-    figures then time the same work, not collections a server would not make
-    (BENCH_DEFAULT_GC=1: Python's defaults, here and in the server)."""
+    """The sidecar's interpreter settings (server.app: fewer gen0 collections, the synced
+    cache frozen out of the scans, a short GIL switch interval), as the served process
+    has them: the in-process figures then time the same work, not collections a server
+    would not make (BENCH_DEFAULT_GC=1: Python's defaults, here and in the server)."""
     if os.environ.get("BENCH_DEFAULT_GC") != "1":
-        from pyextender.server.app import freeze_heap, tune_gc
+        from pyextender.server.app import freeze_heap, tune_gc, tune_switch_interval
 
         tune_gc()
+        tune_switch_interval()
         freeze_heap()
     return ext
 
@@ -236,12 +237,9 @@ def serve(nodes: int, port: int, rate: float, pick: bool = False) -> None:
 
     import uvicorn
 
-    from pyextender.server.app import tune_switch_interval
     from pyextender.server.http import ExtenderApp
 
     ext = as_served(build_extender(nodes, pick))
-    if os.environ.get("BENCH_DEFAULT_GC") != "1":
-        tune_switch_interval()
     app = ExtenderApp(ext, lambda: (True, "ok"))
     config = uvicorn.Config(
         app,
@@ -475,7 +473,7 @@ def run(nodes: int, requests: int) -> dict[str, Any]:
         health = measure(c, "GET", "/healthz", None, requests)
         res["healthz_p50_ms"] = pct(health, 50)
         res["healthz_p99_ms"] = pct(health, 99)
-        exts = {False: build_extender(nodes), True: as_served(build_extender(nodes, pick=True))}
+        exts = {pick: as_served(build_extender(nodes, pick)) for pick in (False, True)}
         for verb in VERBS:
             conn, ext = (cp, exts[True]) if verb == "pick" else (c, exts[False])
             path = "/prioritize" if verb == "prioritize" else "/filter"
