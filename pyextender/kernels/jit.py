@@ -10,6 +10,7 @@ reference written independently.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -177,3 +178,16 @@ def _signed_overload(x: Any) -> Callable[[Any], Any]:
 
 
 overload(signed, inline="always")(_signed_overload)
+
+
+def compiled_as_is(helper: Callable[..., Any]) -> None:
+    """Let kernels call ``helper``, an interpreter function, compiled as it is (numba
+    compiles the function itself; the interpreted reference calls it directly). The
+    typing function must show numba the helper's own parameters: functools.wraps
+    gives it them (inspect.signature follows __wrapped__)."""
+
+    @functools.wraps(helper)
+    def typing(*args: Any) -> Callable[..., Any]:
+        return helper
+
+    overload(helper)(typing)

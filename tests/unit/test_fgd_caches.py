@@ -18,6 +18,7 @@ from pyextender.api.task_classes import TaskClass, TaskClasses
 from pyextender.cache.state import ClusterState
 from pyextender.framework.interfaces import PodContext
 from pyextender.kernels.gpu_share import (
+    KEY_HEAD,
     NO_FIT,
     FgdBase,
     FgdInput,
@@ -25,6 +26,10 @@ from pyextender.kernels.gpu_share import (
     FgdRows,
     fgd_rows,
     fgd_scores,
+    fgd_scores_numpy,
+    row_hash,
+    row_key,
+    same_key,
 )
 from pyextender.plugins import gpu_share
 
@@ -80,14 +85,18 @@ def _full_scan(
     fed: bool,
     classes: TaskClasses = CLASSES,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    milli = np.full(rows.shape[0], shape[2], dtype=np.int64)
+    res = fgd_scores(_nodes(state, rows), classes, shape[0], milli, shape[1], fed)
+    return res.before, res.delta, res.gpu
+
+
+def _nodes(state: FgdRows, rows: np.ndarray) -> FgdInput:
+    """Rows ``rows`` of the cache's arrays as the full scans' input."""
     cpu = state.alloc[rows, state.cpu_col] - state.used[rows, state.cpu_col]
-    nodes = FgdInput(
+    return FgdInput(
         cpu, state.free_milli[rows], np.where(state.usable, state.count, 0)[rows].astype(np.int32),
         state.model[rows],
     )  # fmt: skip
-    milli = np.full(rows.shape[0], shape[2], dtype=np.int64)
-    res = fgd_scores(nodes, classes, shape[0], milli, shape[1], fed)
-    return res.before, res.delta, res.gpu
 
 
 def test_a_new_shape_reuses_the_rows_state_and_a_delta_recomputes_one_row() -> None:
@@ -116,6 +125,120 @@ def test_a_new_shape_reuses_the_rows_state_and_a_delta_recomputes_one_row() -> N
     assert call(SHAPES[0]) == (1, 0)  # row 7's state is fresh from the call before
     state.used[9, 1] += 1000  # a CPU-only pod on row 9: other free CPU
     assert call(SHAPES[1]) == (2, 1)  # rows 7 and 9
+
+
+def _copies(state: FgdRows, pick: np.ndarray) -> FgdRows:
+    """Rows ``pick`` of ``state``, each its own row (fresh versions)."""
+    return FgdRows(
+        alloc=state.alloc[pick].copy(), used=state.used[pick].copy(), cpu_col=state.cpu_col,
+        free_milli=state.free_milli[pick].copy(), count=state.count[pick].copy(),
+        usable=state.usable[pick].copy(), model=state.model[pick].copy(),
+        row_version=np.zeros(pick.shape[0], dtype=np.int64),
+    )  # fmt: skip
+
+
+def _numpy_scan(
+    state: FgdRows,
+    milli: np.ndarray,
+    shape: tuple[int, int, int],
+    fed: bool,
+    classes: TaskClasses = CLASSES,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The vectorised reference (no caches, no pairing) over every row."""
+    every = np.arange(milli.shape[0])
+    res = fgd_scores_numpy(_nodes(state, every), classes, shape[0], milli, shape[1], fed)
+    return res.before, res.delta, res.gpu
+
+
+def test_identical_rows_are_computed_once_and_copied() -> None:
+    """A call that computes W before on most rows (caches emptied, class model rebuilt)
+    pairs each row with an identical earlier one (free CPU, model, free milli per GPU,
+    the pod's milli there) and gives it that row's state and Δ; with W before at hand,
+    each row's Δ is computed. 400 rows made of 12 distinct ones, the pod's milli one of
+    two per row (memory shares differ per node), both measures: every answer as the
+    numpy reference's, in the kernel and in the interpreted loops, through a fresh
+    base, binds that make 60 rows like others, and a rebuilt class model."""
+    rng = np.random.default_rng(11)
+    n = 400
+    for interpreted in (False, True):
+        for fed in (False, True):
+            state = _copies(_rows(rng, 12), rng.integers(0, 12, n))
+            rows = np.arange(n, dtype=np.int64)
+            base = FgdBase.empty(CLASSES, fed, n)
+            halves = {s: np.where(rng.random(n) < 0.5, s[2], s[2] // 2) for s in SHAPES}
+            for step in ("fresh", "binds", "rebuilt"):
+                classes = REWEIGHED if step == "rebuilt" else CLASSES
+                memos = {shape: FgdMemo.empty(n) for shape in SHAPES}
+                asked = n
+                if step == "binds":  # each changed row now as another row is
+                    changed = rng.choice(n, 60, replace=False)
+                    like = rng.integers(0, n, changed.shape[0])
+                    for a in (state.alloc, state.used, state.free_milli, state.count):
+                        a[changed] = a[like]
+                    state.usable[changed] = state.usable[like]
+                    state.model[changed] = state.model[like]
+                    state.row_version[changed] += 1
+                if step == "rebuilt":
+                    base = base.for_classes(classes, fed, n)
+                for shape in SHAPES:
+                    milli = halves[shape].astype(np.int64)
+                    out = fgd_rows(
+                        state, rows, classes, shape[0], milli, shape[1], base, memos[shape],
+                        interpreted,
+                    )  # fmt: skip
+                    want = _numpy_scan(state, milli, shape, fed, classes)
+                    where = (shape, fed, interpreted, step)
+                    assert np.array_equal(out.before, want[0]), where
+                    assert np.array_equal(out.delta, want[1]), where
+                    assert np.array_equal(out.gpu, want[2]), where
+                    assert out.computed + out.copied == asked, where
+                    if step != "binds" and shape is SHAPES[0]:
+                        # W before to compute on every row: 12 rows × 2 milli values
+                        # are all there is, the rest copied
+                        assert out.computed <= 24, where
+                        assert out.computed_base == out.computed, where
+                    else:  # W before at hand on most rows: each row computed
+                        assert out.copied == 0, where
+                # the first shape again: every row's Δ from its memo, copies too
+                shape = SHAPES[0]
+                milli = halves[shape].astype(np.int64)
+                out = fgd_rows(
+                    state, rows, classes, shape[0], milli, shape[1], base, memos[shape],
+                    interpreted,
+                )  # fmt: skip
+                want = _numpy_scan(state, milli, shape, fed, classes)
+                assert (out.computed, out.copied) == (0, 0)
+                assert np.array_equal(out.delta, want[1]) and np.array_equal(out.gpu, want[2])
+
+
+def test_row_keys_tell_every_input_apart() -> None:
+    """A row's key is its free CPU, model, usable GPU count, pod milli and each usable
+    GPU's free milli (the milli past its GPUs is never read): equal rows hash alike
+    and match; any one of them different, they do not."""
+    free = np.asarray([1000, 500, 0, 250, 0, 0, 0, 0, 1000, 500, 0, 250, 900, 0, 0, 0])
+    entry = np.zeros(KEY_HEAD + G, dtype=np.int64)
+    entry[0], entry[1] = 8000, row_key(1, 4, 500)
+    entry[KEY_HEAD : KEY_HEAD + 4] = free[:4]
+
+    def same(
+        c: int = 8000, mid: int = 1, ng: int = 4, u: int = 500, milli: np.ndarray = free
+    ) -> bool:
+        return bool(same_key(entry, 0, c, row_key(mid, ng, u), milli, G, ng))
+
+    assert same()
+    assert row_hash(8000, row_key(1, 4, 500), free, 0, 4) == row_hash(
+        8000, row_key(1, 4, 500), free, G, 4
+    )
+    assert not same(c=7000)
+    assert not same(mid=2) and not same(mid=-1)
+    assert not same(ng=5)
+    assert not same(u=501)
+    for j in range(4):
+        other = free.copy()
+        other[G + j] += 10
+        assert not same(milli=other), j
+    keys = {row_key(m, k, u) for m in (-1, 0, 5) for k in (0, 8, 16) for u in (0, 1000, 1001)}
+    assert len(keys) == 27
 
 
 def test_shares_past_one_gpu_fit_nowhere_and_share_one_memo_entry() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,9 +12,11 @@ from pyextender.api.task_classes import TaskClass, TaskClasses, select_classes
 from pyextender.kernels.gpu_share import (
     NO_FIT,
     FgdInput,
+    FgdResult,
     fgd_gpu_deltas,
     fgd_scores,
     fgd_scores_numpy,
+    fgd_scores_numpy_dedup,
     fgd_scores_python,
 )
 
@@ -83,6 +87,13 @@ def clusters(draw: st.DrawFn) -> tuple[FgdInput, TaskClasses, int, np.ndarray, i
     return nodes, classes, draw(st.integers(0, 16_000)), milli_rows, req_num
 
 
+def _agree(fast: FgdResult, *refs: FgdResult) -> None:
+    for ref in refs:
+        assert np.array_equal(fast.before, ref.before)
+        assert np.array_equal(fast.delta, ref.delta)
+        assert np.array_equal(fast.gpu, ref.gpu)
+
+
 @settings(max_examples=120, deadline=None)
 @given(clusters(), st.booleans())
 def test_kernel_matches_references(
@@ -90,14 +101,32 @@ def test_kernel_matches_references(
 ) -> None:
     nodes, classes, cpu, milli, num = case
     fast = fgd_scores(nodes, classes, cpu, milli, num, fed)
-    for ref in (fgd_scores_numpy(nodes, classes, cpu, milli, num, fed),
-                fgd_scores_python(nodes, classes, cpu, milli, num, fed)):  # fmt: skip
-        assert np.array_equal(fast.before, ref.before)
-        assert np.array_equal(fast.delta, ref.delta)
-        assert np.array_equal(fast.gpu, ref.gpu)
+    _agree(fast, fgd_scores_numpy(nodes, classes, cpu, milli, num, fed),
+           fgd_scores_python(nodes, classes, cpu, milli, num, fed))  # fmt: skip
     if num == 1 and (milli < 1000).all():
         per_gpu = fgd_gpu_deltas(nodes, classes, cpu, milli, fed)
         assert np.array_equal(per_gpu.max(axis=1), fast.delta)
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters(), st.booleans(), st.randoms(use_true_random=False))
+def test_kernel_matches_references_on_repeated_rows(
+    case: tuple[FgdInput, TaskClasses, int, np.ndarray, int], fed: bool, rnd: random.Random
+) -> None:
+    """Each drawn node 8 times, shuffled, the pod's milli one of two per row: a full
+    scan of DEDUP_MIN_ROWS rows or more pairs identical rows and computes one of each;
+    the numpy reference with and without its own deduplication must agree with it."""
+    nodes, classes, cpu, milli, num = case
+    n = nodes.count.shape[0]
+    order = np.asarray(rnd.sample(range(8 * n), 8 * n)) % n
+    tiled = FgdInput(
+        nodes.free_cpu[order], nodes.free_milli[order], nodes.count[order], nodes.model[order]
+    )
+    other = np.where(milli[order] > 100, milli[order] // 2, milli[order])
+    milli2 = np.where(np.asarray([rnd.random() < 0.5 for _ in order]), milli[order], other)
+    fast = fgd_scores(tiled, classes, cpu, milli2, num, fed)
+    _agree(fast, fgd_scores_numpy(tiled, classes, cpu, milli2, num, fed),
+           fgd_scores_numpy_dedup(tiled, classes, cpu, milli2, num, fed))  # fmt: skip
 
 
 def test_cpu_fed_counts_gpus_the_free_cpu_cannot_serve() -> None:
