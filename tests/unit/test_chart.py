@@ -121,6 +121,29 @@ def test_only_pyextender_lifts_its_hold_on_a_pod(docs: list[dict[str, Any]]) -> 
     }
 
 
+def _pod_verbs(docs: list[dict[str, Any]], role: str) -> set[str]:
+    """Verbs ClusterRole ``role`` grants on core pods."""
+    (found,) = [d for d in of_kind(docs, "ClusterRole") if d["metadata"]["name"] == role]
+    return {
+        v
+        for r in found["rules"]
+        if r["apiGroups"] == [""] and "pods" in r["resources"]
+        for v in r["verbs"]
+    }
+
+
+def test_the_uninstall_hook_may_do_what_pyextender_release_does() -> None:
+    """The pre-delete Job runs ``pyextender release`` (controllers/release.py) as its
+    own ServiceAccount: list and patch pods to lift the gate (release_pods); in
+    scheduler mode delete and create them to hand them over (hand_over), and get one
+    whose delete met a changed resourceVersion (a status write, a bind: _read). A verb
+    missing fails the uninstall only when that race happens."""
+    scheduler = _pod_verbs(render(), "pyextender-uninstall")
+    assert scheduler == {"list", "patch", "get", "delete", "create"}
+    existing = _pod_verbs(render("--set", "mode=existing"), "pyextender-uninstall")
+    assert existing == {"list", "patch"}
+
+
 def test_the_hold_policy_can_be_left_out() -> None:
     docs = render("--set", "adoption.holdPolicy.enabled=false")
     assert not of_kind(docs, "ValidatingAdmissionPolicy")
