@@ -17,9 +17,9 @@ the chosen GPUs, the distinct counts among them (np.unique), and scatters
 back. ``numpy_nodedup`` is the numpy reference over every node, so
 ``dedup_gain_numpy`` = numpy_nodedup / numpy is what deduplication buys and
 ``speedup_vs_numpy`` = numpy / numba what compilation buys, both against the
-best straightforward implementation. The FGD kernel, in a call that computes
-W before on many rows (as these full scans do), computes each distinct row (free
-CPU, model, free milli per GPU, the pod's milli) once and copies it to the rest;
+best straightforward implementation. The FGD kernel computes each distinct row
+(free CPU, model, free milli per GPU, the pod's milli) once per call and copies it
+to the rest (this cluster's rows rarely repeat: its worst case);
 its pure-Python reference runs the same loops, and its numpy reference
 (``numpy``) evaluates the distinct rows (np.unique) and scatters back, with
 ``numpy_nodedup`` over every node, as for the topology kernel.

@@ -69,16 +69,16 @@ def weighted_frag(
 compiled_as_is(weighted_frag)
 
 
-DEDUP_MIN_ROWS = 64
-"""Fewer asked rows are computed without pairing (fgd_rows)."""
 DEDUP_WINDOW = 256
 DEDUP_MIN_SHARE = 8
 DEDUP_PAUSE = 4
-"""Where rows rarely repeat, lookups cost more than they save: a lookup and an entry
-take ~40 ns, computing a row's W before and Δ ~330 ns (10,000 rows, 35 classes), so
-they pay from one row in eight found. Each window of DEDUP_WINDOW lookups that found
-fewer than 1 / DEDUP_MIN_SHARE pauses them for DEDUP_PAUSE windows' rows, then they
-are tried again (clusters list node pools in blocks: busy rows, then idle ones)."""
+"""Where rows rarely repeat, finding a changed row's state id costs more than the ids
+save: a lookup and an entry take ~40 ns, computing a row's W before and Δ ~330 ns
+(10,000 rows, 35 classes), so they pay from one row in eight found. Each window of
+DEDUP_WINDOW lookups in a call that found fewer than 1 / DEDUP_MIN_SHARE pauses them
+for DEDUP_PAUSE windows' rows (computed without an id, and left without one until
+they change), then they are tried again (clusters list node pools in blocks: busy
+rows, then idle ones)."""
 HASH_MASK = (1 << 61) - 1
 HASH_MUL = 0x9E3779B97F4A7C1
 KEY_HEAD = 2
@@ -116,121 +116,6 @@ def same_key(
 compiled_as_is(row_key)
 compiled_as_is(row_hash)
 compiled_as_is(same_key)
-
-
-def find_twins(
-    n: Any, rows: Any, stride: Any, alloc: Any, used: Any, n_res: Any, cpu_col: Any,
-    free_milli: Any, count: Any, usable: Any, model: Any, row_version: Any, req_milli: Any,
-    memo_valid: Any, memo_version: Any, memo_cpu: Any, memo_milli: Any, dd_table: Any,
-    dd_keys: Any, dd_rows: Any, twin_of: Any,
-) -> Any:  # fmt: skip
-    """Before a call that computes W before on its rows: for each asked row the memo
-    does not answer, the index (in ``rows``) of an earlier identical row, or -1 (it is
-    computed, and entered in the table for the rows after it). Identical: the same
-    free CPU, model, GPU count, free milli per GPU and pod milli (row_key, row_hash,
-    same_key). The table is left empty. Returns the rows found."""
-    slots = len(dd_table)
-    shift = 61
-    while (1 << (61 - shift)) < slots:
-        shift -= 1
-    kw = KEY_HEAD + stride
-    n_entries = 0
-    tried = 0  # lookups in this window
-    hits = 0  # of them, rows found
-    paused = 0  # rows left to compute without a lookup
-    found = 0
-    for i in range(n):
-        twin_of[i] = -1
-        r = rows[i]
-        c = alloc[r * n_res + cpu_col] - used[r * n_res + cpu_col]
-        u_req = req_milli[i]
-        u_key = u_req if u_req <= MILLI else MILLI + 1
-        if (
-            memo_valid[r]
-            and memo_version[r] == row_version[r]
-            and memo_cpu[r] == c
-            and memo_milli[r] == u_key
-        ):
-            continue
-        if paused > 0:
-            paused -= 1
-            continue
-        base = r * stride
-        ng = count[r] if usable[r] else 0
-        key = row_key(model[r], ng, u_key)
-        slot = row_hash(c, key, free_milli, base, ng) >> shift
-        twin = -1
-        while dd_table[slot] != 0:
-            e = dd_table[slot] - 1
-            if same_key(dd_keys, e * kw, c, key, free_milli, base, ng):
-                twin = dd_rows[e]
-                break
-            slot = (slot + 1) & (slots - 1)
-        tried += 1
-        if twin >= 0:
-            hits += 1
-            found += 1
-            twin_of[i] = twin
-        else:
-            e = n_entries
-            n_entries += 1
-            dd_table[slot] = e + 1
-            dd_rows[e] = i
-            dd_rows[len(dd_rows) // 2 + e] = slot
-            dd_keys[e * kw] = c
-            dd_keys[e * kw + 1] = key
-            for j in range(ng):
-                dd_keys[e * kw + KEY_HEAD + j] = free_milli[base + j]
-        if tried == DEDUP_WINDOW:
-            if hits * DEDUP_MIN_SHARE < DEDUP_WINDOW:
-                paused = DEDUP_PAUSE * DEDUP_WINDOW
-            tried = 0
-            hits = 0
-    for e in range(n_entries):  # the table empty again for the next call
-        dd_table[dd_rows[len(dd_rows) // 2 + e]] = 0
-    return found
-
-
-def copy_twins(
-    n: Any, rows: Any, row_version: Any, alloc: Any, used: Any, n_res: Any, cpu_col: Any,
-    req_milli: Any, width: Any, twin_of: Any, base_valid: Any, base_w_valid: Any,
-    base_version: Any, base_cpu: Any, base_total: Any, base_before: Any, base_gpu: Any,
-    memo_valid: Any, memo_version: Any, memo_cpu: Any, memo_milli: Any, memo_delta: Any,
-    memo_gpu: Any, memo_score: Any, out_before: Any, out_delta: Any, out_gpu: Any,
-    out_score: Any,
-) -> None:  # fmt: skip
-    """After the call: each row find_twins paired gets its twin's results and caches."""
-    for i in range(n):
-        k = twin_of[i]
-        if k < 0:
-            continue
-        r = rows[i]
-        r2 = rows[k]
-        c = alloc[r * n_res + cpu_col] - used[r * n_res + cpu_col]
-        u_req = req_milli[i]
-        for q in range(width):
-            base_gpu[r * width + q] = base_gpu[r2 * width + q]
-        base_total[r] = base_total[r2]
-        base_version[r] = row_version[r]
-        base_valid[r] = True
-        base_before[r] = base_before[r2]
-        base_cpu[r] = c
-        base_w_valid[r] = True
-        memo_valid[r] = True
-        memo_version[r] = row_version[r]
-        memo_cpu[r] = c
-        memo_milli[r] = u_req if u_req <= MILLI else MILLI + 1
-        memo_delta[r] = memo_delta[r2]
-        memo_gpu[r] = memo_gpu[r2]
-        memo_score[r] = memo_score[r2]
-        out_before[i] = out_before[k]
-        out_delta[i] = out_delta[k]
-        out_gpu[i] = out_gpu[k]
-        out_score[i] = out_score[k]
-
-
-compiled_as_is(find_twins)
-compiled_as_is(copy_twins)
 
 
 def fgd_loops(
@@ -276,11 +161,16 @@ def fgd_loops(
     cnt: I64,  # scratch [M]
     low: I64,  # scratch [M]
     per_u: I64,  # scratch [2M]: class -> distinct milli index, distinct milli values
-    dedup: int,  # 1: look for identical rows first (find_twins), 0: compute every row
-    twin_of: I64,  # scratch [n] (dedup) per asked row: an identical earlier one, or -1
-    dd_table: I64,  # (dedup) [2**b ≥ 2 n] entry + 1, 0 = empty (left so)
-    dd_keys: I64,  # (dedup) [n * (KEY_HEAD + stride)] per entry: its row's key words
-    dd_rows: I64,  # (dedup) [2 n] per entry: its index in rows, then its slot
+    sid: I64,  # [cap] the row's state id (rows of one id are identical: see below)
+    sid_version: I64,  # [cap] row_version the id was found at
+    sid_cpu: I64,  # [cap] free CPU it was found with
+    sid_valid: npt.NDArray[np.bool_],  # [cap] False: no id (none found yet, or paused)
+    id_table: I64,  # [2**b ≥ 2 ids] key -> id + 1, 0 = empty
+    id_keys: I64,  # [ids * (KEY_HEAD + stride)] per id: its key words
+    id_done: I64,  # [ids] stamp of the call that computed a row of this id
+    id_rep: I64,  # [ids] that row's index in rows
+    id_milli: I64,  # [ids] and the pod's milli key there
+    id_meta: I64,  # [2]: ids given out, the last call's stamp
     out_before: I64,  # [n] W_n before
     out_delta: I64,  # [n]
     out_gpu: I32,  # [n]
@@ -325,25 +215,26 @@ def fgd_loops(
     n_delta = 0
     n_base = 0
     n_gpu = 0
-    # identical rows (same free CPU, model and free milli per GPU, the pod's share the
-    # same there) have the same W before and Δ. Clusters are a few node types filled
-    # by a few pod shapes: at 10,000 nodes half full, 60-87 % of rows repeat another
-    # (bench/gpu_share_calls.py with and without --trace). So a call that computes W
-    # before on its rows (the caches emptied, the class model rebuilt: the caller
-    # says) first pairs each row with an identical earlier one, computes the others
-    # and copies. Elsewhere a row's W before is at hand and its Δ costs about what
-    # the lookup would (one pass over the classes): no pairing, and no code of it in
-    # the loop below (inside it, a shape's first call measured 4-10 % slower)
+    # identical rows (same free CPU, model and free milli per GPU) have the same W
+    # before, and the same Δ for the same pod milli. Clusters are a few node types
+    # filled by a few pod shapes: at 10,000 nodes half full, 60-87 % of rows repeat
+    # another (bench/gpu_share_calls.py with and without --trace). Each row keeps a
+    # state id, found (hash table of key words) only when the row changes; a row whose
+    # id a row computed earlier in this call has, for the same pod milli, takes that
+    # row's state and Δ: two array reads instead of a pass over the classes
     n_copied = 0
-    if dedup == 1:
-        n_copied = find_twins(
-            n, rows, stride, alloc, used, n_res, cpu_col, free_milli, count, usable, model,
-            row_version, req_milli, memo_valid, memo_version, memo_cpu, memo_milli, dd_table,
-            dd_keys, dd_rows, twin_of,
-        )  # fmt: skip
+    id_meta[1] += 1
+    stamp = id_meta[1]
+    ids = len(id_done)
+    slots = len(id_table)
+    shift = 61
+    while (1 << (61 - shift)) < slots:
+        shift -= 1
+    kw = KEY_HEAD + stride
+    tried = 0  # id lookups in this window
+    hits = 0  # of them, ids found
+    paused = 0  # changed rows left without an id lookup
     for i in range(n):
-        if dedup == 1 and twin_of[i] >= 0:
-            continue
         r = rows[i]
         c = alloc[r * n_res + cpu_col] - used[r * n_res + cpu_col]
         u_req = req_milli[i]
@@ -366,6 +257,85 @@ def fgd_loops(
         ng = count[r] if usable[r] else 0
         mid = model[r]
         at = r * width
+        if not (sid_version[r] == version and sid_cpu[r] == c):
+            sid_version[r] = version
+            sid_cpu[r] = c
+            sid_valid[r] = False
+            if paused > 0:
+                paused -= 1
+            else:
+                if id_meta[0] == ids:  # every id given out: start over, this call anew
+                    for q in range(slots):  # loops: the interpreted reference's are lists
+                        id_table[q] = 0
+                    for q in range(len(sid_version)):
+                        sid_version[q] = -1
+                        sid_valid[q] = False
+                    sid_version[r] = version
+                    id_meta[0] = 0
+                    id_meta[1] += 1
+                    stamp = id_meta[1]
+                key = row_key(mid, ng, 0)
+                slot = row_hash(c, key, free_milli, base, ng) >> shift
+                found = -1
+                while id_table[slot] != 0:
+                    e = id_table[slot] - 1
+                    if same_key(id_keys, e * kw, c, key, free_milli, base, ng):
+                        found = e
+                        break
+                    slot = (slot + 1) & (slots - 1)
+                if found < 0:
+                    found = id_meta[0]
+                    id_meta[0] += 1
+                    id_table[slot] = found + 1
+                    id_keys[found * kw] = c
+                    id_keys[found * kw + 1] = key
+                    for j in range(ng):
+                        id_keys[found * kw + KEY_HEAD + j] = free_milli[base + j]
+                else:
+                    hits += 1
+                sid[r] = found
+                sid_valid[r] = True
+                tried += 1
+                if tried == DEDUP_WINDOW:
+                    if hits * DEDUP_MIN_SHARE < DEDUP_WINDOW:
+                        paused = DEDUP_PAUSE * DEDUP_WINDOW
+                    tried = 0
+                    hits = 0
+        state_id = sid[r] if sid_valid[r] else -1
+        if state_id >= 0 and id_done[state_id] == stamp and id_milli[state_id] == u_key:
+            k = id_rep[state_id]
+            r2 = rows[k]
+            if not (
+                base_valid[r]
+                and base_version[r] == version
+                and base_w_valid[r]
+                and base_cpu[r] == c
+            ):
+                for q in range(width):
+                    base_gpu[at + q] = base_gpu[r2 * width + q]
+                base_total[r] = base_total[r2]
+                base_version[r] = version
+                base_valid[r] = True
+                base_before[r] = base_before[r2]
+                base_cpu[r] = c
+                base_w_valid[r] = True
+            memo_valid[r] = True
+            memo_version[r] = version
+            memo_cpu[r] = c
+            memo_milli[r] = u_key
+            memo_delta[r] = out_delta[k]
+            memo_gpu[r] = out_gpu[k]
+            memo_score[r] = out_score[k]
+            out_before[i] = out_before[k]
+            out_delta[i] = out_delta[k]
+            out_gpu[i] = out_gpu[k]
+            out_score[i] = out_score[k]
+            n_copied += 1
+            continue
+        if state_id >= 0 and id_done[state_id] != stamp:
+            id_done[state_id] = stamp
+            id_rep[state_id] = i
+            id_milli[state_id] = u_key
         if not (base_valid[r] and base_version[r] == version):
             n_gpu += 1
             base_w_valid[r] = False
@@ -502,14 +472,7 @@ def fgd_loops(
         out_delta[i] = best
         out_gpu[i] = best_gpu
         out_score[i] = score
-    if n_copied > 0:
-        copy_twins(
-            n, rows, row_version, alloc, used, n_res, cpu_col, req_milli, width, twin_of,
-            base_valid, base_w_valid, base_version, base_cpu, base_total, base_before,
-            base_gpu, memo_valid, memo_version, memo_cpu, memo_milli, memo_delta, memo_gpu,
-            memo_score, out_before, out_delta, out_gpu, out_score,
-        )  # fmt: skip
-    out_count[0] = n_delta
+    out_count[0] = n_delta - n_copied
     out_count[1] = n_base
     out_count[2] = n_gpu
     out_count[3] = n_copied
@@ -549,31 +512,36 @@ def _width(classes: TaskClasses) -> int:
 
 
 class DedupScratch:
-    """find_twins' table and per-row arrays, kept with a base so that a call neither
-    allocates nor clears them (the table is all 0 between calls: find_twins clears
-    the slots it filled). Grown to the rows asked, never shrunk: at 10,000 rows of 8
-    GPUs, 1.3 MB."""
+    """The rows' state ids (fgd_loops), kept with a base: per row its id and what it
+    was found at, per id its key words, the call that last computed a row of it, that
+    row and its pod milli; the hash table from key to id; ids given out and the last
+    call's stamp. 2 ids per row before the table starts over. At 10,000 rows of 8
+    GPUs, 3.3 MB."""
 
-    __slots__ = ("keys", "rows", "table", "twin_of")
+    __slots__ = ("arrays", "rows", "stride")
 
     def __init__(self) -> None:
-        self.table: I64 = np.zeros(0, dtype=np.int64)
-        self.keys: I64 = np.zeros(0, dtype=np.int64)
-        self.rows: I64 = np.zeros(0, dtype=np.int64)
-        self.twin_of: I64 = np.zeros(0, dtype=np.int64)
+        self.rows = -1
+        self.stride = -1
+        self.arrays: tuple[npt.NDArray[np.generic], ...] = ()
 
-    def fit(self, n: int, stride: int) -> tuple[I64, I64, I64, I64]:
-        """twin_of, table, keys and rows for ``n`` asked rows of ``stride`` GPUs."""
-        if self.twin_of.shape[0] < n:
+    def fit(self, rows: int, stride: int) -> tuple[npt.NDArray[np.generic], ...]:
+        """The ten arrays for ``rows`` rows of ``stride`` GPUs (new ones, all ids
+        forgotten, when either differs from the last call's)."""
+        if (rows, stride) != (self.rows, self.stride):
+            ids = max(2 * rows, 64)
             slots = 64
-            while slots < 2 * n:
+            while slots < 2 * ids:
                 slots *= 2
-            self.table = np.zeros(slots, dtype=np.int64)
-            self.rows = np.empty(2 * n, dtype=np.int64)
-            self.twin_of = np.empty(n, dtype=np.int64)
-        if self.keys.shape[0] < self.twin_of.shape[0] * (KEY_HEAD + stride):
-            self.keys = np.empty(self.twin_of.shape[0] * (KEY_HEAD + stride), dtype=np.int64)
-        return self.twin_of, self.table, self.keys, self.rows
+            self.rows, self.stride = rows, stride
+            self.arrays = (
+                np.zeros(rows, dtype=np.int64), np.full(rows, -1, dtype=np.int64),
+                np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=np.bool_),
+                np.zeros(slots, dtype=np.int64), np.empty(ids * (KEY_HEAD + stride), np.int64),
+                np.zeros(ids, dtype=np.int64), np.empty(ids, dtype=np.int64),
+                np.empty(ids, dtype=np.int64), np.zeros(2, dtype=np.int64),
+            )  # fmt: skip
+        return self.arrays
 
 
 @dataclass(frozen=True, slots=True)
@@ -719,13 +687,9 @@ def fgd_rows(
         base.valid, base.w_valid, base.version, base.cpu, base.total, base.before, base.gpu,
         memo.valid, memo.version, memo.cpu, memo.milli, memo.delta, memo.gpu, memo.score,
     )  # fmt: skip
-    # most rows' W before to compute (caches emptied, class model rebuilt): pair
-    # identical rows first (fgd_loops, find_twins); count_nonzero of 10,000: ~1 µs
-    dedup = n >= DEDUP_MIN_ROWS and 4 * int(np.count_nonzero(base.w_valid)) <= base.w_valid.shape[0]
-    pairing = base.dedup.fit(n, stride) if dedup else (np.empty(0, np.int64),) * 4
     scratch = (
         np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64), np.empty(2 * m, np.int64),
-        int(dedup), *pairing,
+        *base.dedup.fit(int(base.valid.shape[0]), stride),
     )  # fmt: skip
     if interpreted:
         lists = [_listed(a) for a in args]

@@ -113,8 +113,8 @@ def test_kernel_matches_references(
 def test_kernel_matches_references_on_repeated_rows(
     case: tuple[FgdInput, TaskClasses, int, np.ndarray, int], fed: bool, rnd: random.Random
 ) -> None:
-    """Each drawn node 8 times, shuffled, the pod's milli one of two per row: a full
-    scan of DEDUP_MIN_ROWS rows or more pairs identical rows and computes one of each;
+    """Each drawn node 8 times, shuffled, the pod's milli one of two per row: the
+    kernel computes one row of each state and pod milli and copies it to the others;
     the numpy reference with and without its own deduplication must agree with it."""
     nodes, classes, cpu, milli, num = case
     n = nodes.count.shape[0]
