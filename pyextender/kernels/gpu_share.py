@@ -871,7 +871,8 @@ def fgd_scores_numpy_dedup(
 ) -> FgdResult:
     """fgd_scores_numpy over the distinct rows only (free CPU, GPU count, model, the
     pod's milli, free milli per GPU: np.unique), scattered back: the deduplication the
-    kernel makes on a full scan, so that the two compare as compiled vs vectorised."""
+    kernel makes in each call (its rows' state ids), so that the two compare as compiled
+    vs vectorised."""
     free, _, cpu = _prepare_numpy(nodes)
     key = np.column_stack(
         [cpu, nodes.count.astype(np.int64), nodes.model.astype(np.int64),

@@ -7,6 +7,8 @@ of rows that did not change.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +25,7 @@ from pyextender.kernels.gpu_share import (
     FgdBase,
     FgdInput,
     FgdMemo,
+    FgdResult,
     FgdRows,
     fgd_rows,
     fgd_scores,
@@ -85,9 +88,14 @@ def _full_scan(
     shape: tuple[int, int, int],
     fed: bool,
     classes: TaskClasses = CLASSES,
+    milli: np.ndarray | None = None,
+    scan: Callable[..., FgdResult] = fgd_scores,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    milli = np.full(rows.shape[0], shape[2], dtype=np.int64)
-    res = fgd_scores(_nodes(state, rows), classes, shape[0], milli, shape[1], fed)
+    """``scan`` (fresh caches) over ``rows``, the pod's milli ``milli`` per row (else
+    the shape's on every row)."""
+    if milli is None:
+        milli = np.full(rows.shape[0], shape[2], dtype=np.int64)
+    res = scan(_nodes(state, rows), classes, shape[0], milli, shape[1], fed)
     return res.before, res.delta, res.gpu
 
 
@@ -138,19 +146,6 @@ def _copies(state: FgdRows, pick: np.ndarray) -> FgdRows:
     )  # fmt: skip
 
 
-def _numpy_scan(
-    state: FgdRows,
-    milli: np.ndarray,
-    shape: tuple[int, int, int],
-    fed: bool,
-    classes: TaskClasses = CLASSES,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The vectorised reference (no caches, no pairing) over every row."""
-    every = np.arange(milli.shape[0])
-    res = fgd_scores_numpy(_nodes(state, every), classes, shape[0], milli, shape[1], fed)
-    return res.before, res.delta, res.gpu
-
-
 def test_identical_rows_are_computed_once_and_copied() -> None:
     """Rows of one state id (free CPU, model, free milli per GPU) asked with the same
     pod milli take the state and Δ of the first such row the call computed. 400 rows
@@ -184,14 +179,20 @@ def test_identical_rows_are_computed_once_and_copied() -> None:
                     base = base.for_classes(classes, fed, n)
                 # a share's milli per node follows its GPUs' memory: here, its model
                 halves = {s: np.where(state.model % 2 == 0, s[2], s[2] // 2) for s in SHAPES}
-                for shape in SHAPES:
+                # every shape, then the first again: every row's Δ from its memo
+                for again, shape in enumerate([*SHAPES, SHAPES[0]]):
                     milli = halves[shape].astype(np.int64)
                     out = fgd_rows(
                         state, rows, classes, shape[0], milli, shape[1], base, memos[shape],
                         interpreted,
                     )  # fmt: skip
-                    want = _numpy_scan(state, milli, shape, fed, classes)
+                    want = _full_scan(state, rows, shape, fed, classes, milli, fgd_scores_numpy)
                     where = (shape, fed, interpreted, step)
+                    if again == len(SHAPES):  # copies' memos too
+                        assert (out.computed, out.copied) == (0, 0)
+                        assert np.array_equal(out.delta, want[1])
+                        assert np.array_equal(out.gpu, want[2])
+                        continue
                     assert np.array_equal(out.before, want[0]), where
                     assert np.array_equal(out.delta, want[1]), where
                     assert np.array_equal(out.gpu, want[2]), where
@@ -200,16 +201,6 @@ def test_identical_rows_are_computed_once_and_copied() -> None:
                     # take the results of a row of their state id
                     assert out.computed <= 24, where
                     assert out.copied >= asked - 24, where
-                # the first shape again: every row's Δ from its memo, copies too
-                shape = SHAPES[0]
-                milli = halves[shape].astype(np.int64)
-                out = fgd_rows(
-                    state, rows, classes, shape[0], milli, shape[1], base, memos[shape],
-                    interpreted,
-                )  # fmt: skip
-                want = _numpy_scan(state, milli, shape, fed, classes)
-                assert (out.computed, out.copied) == (0, 0)
-                assert np.array_equal(out.delta, want[1]) and np.array_equal(out.gpu, want[2])
 
 
 def test_row_keys_tell_every_input_apart() -> None:
